@@ -1,0 +1,19 @@
+package deps
+import (
+	_ "istio.io/api/networking/v1alpha3"
+	_ "istio.io/api/security/v1beta1"
+	_ "istio.io/api/mesh/v1alpha1"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	_ "google.golang.org/grpc"
+	_ "google.golang.org/grpc/xds"
+	_ "github.com/fsnotify/fsnotify"
+	_ "gopkg.in/yaml.v3"
+	_ "sigs.k8s.io/yaml"
+	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/coreos/go-systemd/v22/daemon"
+	_ "github.com/vishvananda/netns"
+	_ "github.com/vishvananda/netlink"
+	_ "github.com/containernetworking/cni/pkg/skel"
+	_ "google.golang.org/protobuf/proto"
+)
