@@ -1,0 +1,126 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Object is one decoded Kubernetes-style document, before it is typed.
+type Object struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Metadata   ObjectMeta     `json:"metadata"`
+	Spec       map[string]any `json:"spec"`
+}
+
+// ObjectMeta is the part of Kubernetes metadata baremesh reads. Other
+// metadata fields (uid, creationTimestamp, managedFields…) are accepted and
+// ignored, as kubectl-exported manifests carry them.
+type ObjectMeta struct {
+	Name            string            `json:"name"`
+	Namespace       string            `json:"namespace"`
+	Labels          map[string]string `json:"labels"`
+	Annotations     map[string]string `json:"annotations"`
+	ResourceVersion string            `json:"resourceVersion"`
+}
+
+// DefaultNamespace is used for documents without metadata.namespace.
+const DefaultNamespace = "default"
+
+var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// Typed turns a document into a Config: it resolves the schema, checks the
+// metadata, decodes the spec strictly (unknown fields are errors) and
+// validates it. raw is the document as a generic map (from YAML or JSON).
+// The returned error names the resource when it is known.
+func Typed(raw map[string]any, src Source) (Config, error) {
+	var obj Object
+	// A round trip through JSON gives strict, typed decoding of the
+	// envelope and a JSON spec for protojson.
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrParse, err)
+	}
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return Config{}, fmt.Errorf("%w: envelope: %v", ErrParse, err)
+	}
+	return obj.Typed(src)
+}
+
+// Typed is Typed for an already decoded envelope.
+func (obj *Object) Typed(src Source) (Config, error) {
+	s, err := Lookup(obj.APIVersion, obj.Kind)
+	if err != nil {
+		return Config{}, err
+	}
+	var errs Errors
+	if obj.Metadata.Name == "" {
+		errs.Add("metadata.name", "required")
+	} else if len(obj.Metadata.Name) > 253 || !dns1123Subdomain.MatchString(obj.Metadata.Name) {
+		errs.Add("metadata.name", "%q is not a DNS-1123 subdomain (lower case letters, digits, '-' and '.')", obj.Metadata.Name)
+	}
+	ns := obj.Metadata.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	} else if len(ns) > 63 || !dns1123Label.MatchString(ns) {
+		errs.Add("metadata.namespace", "%q is not a DNS-1123 label", ns)
+	}
+	for k, v := range obj.Metadata.Labels {
+		if err := validateLabel(k, v); err != "" {
+			errs.Add("metadata.labels["+k+"]", "%s", err)
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errs.Err()
+	}
+	gvk := GroupVersionKind{Group: s.Group, Version: obj.APIVersion[len(s.Group)+1:], Kind: string(s.Kind)}
+	spec := s.New()
+	if obj.Spec != nil {
+		b, err := json.Marshal(obj.Spec)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: spec: %v", ErrParse, err)
+		}
+		if err := (protojson.UnmarshalOptions{}).Unmarshal(b, spec); err != nil {
+			return Config{}, fmt.Errorf("%w: spec: %v", ErrInvalid, cleanProtoJSONError(err))
+		}
+	}
+	c := Config{
+		Meta: Meta{
+			GVK: gvk, Name: obj.Metadata.Name, Namespace: ns,
+			Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations,
+			ResourceVersion: obj.Metadata.ResourceVersion, Source: src,
+		},
+		Spec: spec,
+	}
+	if s.Validate != nil {
+		if err := s.Validate(&c).Err(); err != nil {
+			return Config{}, err
+		}
+	}
+	return c, nil
+}
+
+// ResourceName formats "Kind/namespace/name" for messages from what a
+// document says, before it is typed.
+func (obj *Object) ResourceName() string {
+	if obj.Kind == "" && obj.Metadata.Name == "" {
+		return ""
+	}
+	ns := obj.Metadata.Namespace
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	return obj.Kind + "/" + ns + "/" + obj.Metadata.Name
+}
+
+var protojsonNoise = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
+
+// cleanProtoJSONError drops protojson's prefix and the position within
+// the re-encoded JSON, which means nothing to the author of the YAML.
+func cleanProtoJSONError(err error) string {
+	return protojsonNoise.ReplaceAllString(err.Error(), "")
+}

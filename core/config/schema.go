@@ -1,0 +1,106 @@
+package config
+
+import (
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+	security "istio.io/api/security/v1beta1"
+)
+
+// Kind is a resource kind, unique across the groups baremesh knows.
+type Kind string
+
+// The kinds baremesh reads.
+const (
+	ServiceEntry        Kind = "ServiceEntry"
+	WorkloadEntry       Kind = "WorkloadEntry"
+	WorkloadGroup       Kind = "WorkloadGroup"
+	VirtualService      Kind = "VirtualService"
+	DestinationRule     Kind = "DestinationRule"
+	Gateway             Kind = "Gateway"
+	Sidecar             Kind = "Sidecar"
+	PeerAuthentication  Kind = "PeerAuthentication"
+	AuthorizationPolicy Kind = "AuthorizationPolicy"
+	MeshConfig          Kind = "MeshConfig"
+)
+
+// Group names.
+const (
+	NetworkingGroup = "networking.istio.io"
+	SecurityGroup   = "security.istio.io"
+	MeshGroup       = "mesh.istio.io"
+)
+
+// Schema describes one kind: its group, the API versions accepted for it
+// (the first is preferred), how to make an empty spec and how to validate
+// one.
+type Schema struct {
+	Kind     Kind
+	Group    string
+	Versions []string
+	New      func() proto.Message
+	// Validate checks a spec with Istio's rules; nil means no rules.
+	Validate func(c *Config) Errors
+}
+
+// GVK returns the schema's preferred GroupVersionKind.
+func (s *Schema) GVK() GroupVersionKind {
+	return GroupVersionKind{Group: s.Group, Version: s.Versions[0], Kind: string(s.Kind)}
+}
+
+var networkingVersions = []string{"v1", "v1beta1", "v1alpha3"}
+var securityVersions = []string{"v1", "v1beta1"}
+
+// registry is built once and never altered.
+var registry = func() map[Kind]*Schema {
+	all := []*Schema{
+		{Kind: ServiceEntry, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.ServiceEntry{} }, Validate: validateServiceEntry},
+		{Kind: WorkloadEntry, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.WorkloadEntry{} }, Validate: validateWorkloadEntry},
+		{Kind: WorkloadGroup, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.WorkloadGroup{} }, Validate: validateWorkloadGroup},
+		{Kind: VirtualService, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.VirtualService{} }, Validate: validateVirtualService},
+		{Kind: DestinationRule, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.DestinationRule{} }, Validate: validateDestinationRule},
+		{Kind: Gateway, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.Gateway{} }, Validate: validateGateway},
+		{Kind: Sidecar, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.Sidecar{} }, Validate: validateSidecar},
+		{Kind: PeerAuthentication, Group: SecurityGroup, Versions: securityVersions, New: func() proto.Message { return &security.PeerAuthentication{} }, Validate: validatePeerAuthentication},
+		{Kind: AuthorizationPolicy, Group: SecurityGroup, Versions: securityVersions, New: func() proto.Message { return &security.AuthorizationPolicy{} }, Validate: validateAuthorizationPolicy},
+	}
+	m := make(map[Kind]*Schema, len(all))
+	for _, s := range all {
+		m[s.Kind] = s
+	}
+	return m
+}()
+
+// meshConfigSchema is not a store kind: mesh config is read from its own
+// file, never from config directories.
+var meshConfigSchema = &Schema{Kind: MeshConfig, Group: MeshGroup, Versions: []string{"v1alpha1"}, New: func() proto.Message { return &meshv1alpha1.MeshConfig{} }}
+
+// SchemaFor returns the schema of kind, or nil.
+func SchemaFor(kind Kind) *Schema { return registry[kind] }
+
+// Kinds returns every kind the store holds, sorted.
+func Kinds() []Kind {
+	out := make([]Kind, 0, len(registry))
+	for k := range registry {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Lookup finds the schema for an apiVersion ("group/version") and kind. It
+// returns ErrUnknownKind or ErrUnknownVersion, wrapped with the names.
+func Lookup(apiVersion, kind string) (*Schema, error) {
+	s := registry[Kind(kind)]
+	if s == nil {
+		return nil, unknownKindError(apiVersion, kind)
+	}
+	for _, v := range s.Versions {
+		if apiVersion == s.Group+"/"+v {
+			return s, nil
+		}
+	}
+	return nil, unknownVersionError(s, apiVersion)
+}
