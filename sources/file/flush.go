@@ -1,0 +1,177 @@
+package file
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/store"
+)
+
+// flush re-reads every dirty file and delivers the result as one batch.
+func (w *Watcher) flush() {
+	paths := w.expandDirty()
+	if len(paths) == 0 {
+		return
+	}
+	touched := map[config.Key]bool{}
+	var retry []string
+	for _, p := range paths {
+		if conflict := w.reload(p, touched); conflict {
+			retry = append(retry, p)
+		}
+	}
+	// A resource moved from one file to another in the same burst may be
+	// claimed before it is released; a second pass settles that.
+	for _, p := range retry {
+		w.files[p].hash = [32]byte{}
+		w.reload(p, touched)
+	}
+	var ups []config.Config
+	var dels []config.Key
+	for k := range touched {
+		if c, ok := w.current[k]; ok {
+			ups = append(ups, c)
+		} else {
+			dels = append(dels, k)
+		}
+	}
+	w.opts.Metrics.observe(w)
+	if len(ups)+len(dels) > 0 {
+		w.sink.Update(ups, dels)
+	}
+}
+
+// reload reads one file and applies it to the watcher's state, recording
+// the keys whose content may have changed. It reports whether the file
+// was rejected only because another file holds one of its resources.
+func (w *Watcher) reload(p string, touched map[config.Key]bool) (conflict bool) {
+	data, err := w.read(p)
+	f := w.files[p]
+	if errors.Is(err, errNoFile) {
+		if f != nil {
+			w.setGood(p, f, nil, touched)
+			delete(w.files, p)
+			w.sink.SetProblems(p, nil)
+			w.log.Info("config file removed", "file", p, "resources", len(f.good))
+		}
+		return false
+	}
+	if f == nil {
+		f = &fileState{}
+		w.files[p] = f
+	}
+	if err != nil {
+		w.reject(p, f, []*config.DocError{{File: p, Err: err}})
+		return false
+	}
+	hash := sha256.Sum256(data)
+	if hash == f.hash && len(f.problems) == 0 {
+		return false // re-read of an unchanged file
+	}
+	f.hash = hash
+	cfgs, docErrs := Parse(data, p, w.opts.Name)
+	for _, c := range cfgs {
+		if other, held := w.owner[c.Key()]; held && other != p {
+			line := 0
+			if oc, ok := w.current[c.Key()]; ok {
+				line = oc.Source.Line
+			}
+			docErrs = append(docErrs, &config.DocError{File: p, Line: c.Source.Line, Resource: c.Key().String(),
+				Err: fmt.Errorf("%w: %w: already defined in %s:%d", config.ErrInvalid, errDuplicate, other, line)})
+			conflict = true
+		}
+	}
+	if len(docErrs) > 0 {
+		w.reject(p, f, docErrs)
+		return conflict && len(docErrs) == countDup(docErrs)
+	}
+	if len(f.problems) > 0 {
+		w.log.Info("config file accepted again", "file", p, "resources", len(cfgs))
+	}
+	f.problems = nil
+	w.sink.SetProblems(p, nil)
+	w.setGood(p, f, cfgs, touched)
+	return false
+}
+
+func countDup(errs []*config.DocError) int {
+	n := 0
+	for _, e := range errs {
+		if errors.Is(e.Err, errDuplicate) {
+			n++
+		}
+	}
+	return n
+}
+
+// errDuplicate marks a resource another file already holds.
+var errDuplicate = errors.New("duplicate")
+
+// setGood replaces what file p holds with cfgs.
+func (w *Watcher) setGood(p string, f *fileState, cfgs []config.Config, touched map[config.Key]bool) {
+	for _, c := range f.good {
+		k := c.Key()
+		if w.owner[k] == p {
+			delete(w.owner, k)
+			delete(w.current, k)
+			touched[k] = true
+		}
+	}
+	for _, c := range cfgs {
+		k := c.Key()
+		w.owner[k] = p
+		w.current[k] = c
+		touched[k] = true
+	}
+	f.good = cfgs
+}
+
+// reject records a file's problems; what it held before stays.
+func (w *Watcher) reject(p string, f *fileState, errs []*config.DocError) {
+	now := time.Now()
+	f.problems = make([]store.Problem, len(errs))
+	for i, e := range errs {
+		f.problems[i] = store.Problem{Line: e.Line, Resource: e.Resource, Error: e.Err.Error(), Since: now}
+		w.log.Warn("config file rejected; keeping its last good resources", "err", e.Error(), "kept", len(f.good))
+	}
+	w.opts.Metrics.rejected(w.opts.Name)
+	w.sink.SetProblems(p, f.problems)
+}
+
+// read returns a file's bytes, refusing files over the size limit. A file
+// that is gone, or is not a regular file, gives errNoFile.
+func (w *Watcher) read(p string) ([]byte, error) {
+	fh, err := os.Open(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errNoFile
+		}
+		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNoFile
+	}
+	limit := w.opts.MaxFileSize
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%w: file is %d bytes, over the size limit of %d bytes (maxFileSize)", config.ErrParse, fi.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: file grew past the size limit of %d bytes (maxFileSize) while being read", config.ErrParse, limit)
+	}
+	return data, nil
+}
