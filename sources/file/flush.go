@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -28,6 +29,13 @@ func (w *Watcher) flush() {
 	}
 	// A resource moved from one file to another in the same burst may be
 	// claimed before it is released; a second pass settles that.
+	// Files held back by a duplicate may be free now that others changed.
+	for p, f := range w.files {
+		if f.blocked && !slices.Contains(retry, p) {
+			retry = append(retry, p)
+		}
+	}
+	slices.Sort(retry)
 	for _, p := range retry {
 		w.files[p].hash = [32]byte{}
 		w.reload(p, touched)
@@ -87,9 +95,11 @@ func (w *Watcher) reload(p string, touched map[config.Key]bool) (conflict bool) 
 			conflict = true
 		}
 	}
+	f.blocked = false
 	if len(docErrs) > 0 {
 		w.reject(p, f, docErrs)
-		return conflict && len(docErrs) == countDup(docErrs)
+		f.blocked = conflict && len(docErrs) == countDup(docErrs)
+		return f.blocked
 	}
 	if len(f.problems) > 0 {
 		w.log.Info("config file accepted again", "file", p, "resources", len(cfgs))

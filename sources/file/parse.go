@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -50,9 +51,13 @@ func Parse(data []byte, path, source string) ([]config.Config, []*config.DocErro
 		if isEmptyDoc(&node) {
 			continue
 		}
+		if node.Content[0].Kind != yaml.MappingNode {
+			errs = append(errs, &config.DocError{File: path, Line: line, Err: fmt.Errorf("%w: document is not a mapping of apiVersion, kind, metadata and spec", config.ErrParse)})
+			continue
+		}
 		var raw map[string]any
 		if err := node.Decode(&raw); err != nil {
-			errs = append(errs, &config.DocError{File: path, Line: line, Err: fmt.Errorf("%w: document is not a mapping of apiVersion, kind, metadata and spec: %s", config.ErrParse, cleanYAMLError(err))})
+			errs = append(errs, &config.DocError{File: path, Line: yamlErrorLine(err, line), Err: fmt.Errorf("%w: %s", config.ErrParse, cleanYAMLError(err))})
 			continue
 		}
 		c, err := config.Typed(raw, config.Source{Name: source, File: path, Line: line})
@@ -115,6 +120,8 @@ func yamlErrorLine(err error, fallback int) int {
 	return fallback
 }
 
-var yamlPrefixRE = regexp.MustCompile(`^yaml: (line \d+: )?`)
+var yamlNoiseRE = regexp.MustCompile(`^yaml: (unmarshal errors:\s*)?(line \d+: )?`)
 
-func cleanYAMLError(err error) string { return yamlPrefixRE.ReplaceAllString(err.Error(), "") }
+func cleanYAMLError(err error) string {
+	return strings.TrimSpace(yamlNoiseRE.ReplaceAllString(err.Error(), ""))
+}

@@ -93,6 +93,8 @@ type fileState struct {
 	hash     [32]byte
 	good     []config.Config
 	problems []store.Problem
+	// blocked: rejected only because other files hold its resources.
+	blocked bool
 }
 
 // New returns a Watcher over opts.Dirs delivering to sink.

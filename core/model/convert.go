@@ -1,0 +1,135 @@
+package model
+
+import (
+	"maps"
+	"slices"
+	"strings"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/config"
+)
+
+// servicesFromEntry makes one Service per host of a ServiceEntry.
+func (r *Registry) servicesFromEntry(c *config.Config, se *networking.ServiceEntry) []*Service {
+	ports := make([]Port, 0, len(se.GetPorts()))
+	for _, p := range se.GetPorts() {
+		ports = append(ports, Port{Name: p.GetName(), Number: p.GetNumber(), Protocol: ParseProtocol(p.GetProtocol(), p.GetName()), TargetPort: p.GetTargetPort()})
+	}
+	res := ClientSideLB
+	switch se.GetResolution() {
+	case networking.ServiceEntry_DNS:
+		res = DNSLB
+	case networking.ServiceEntry_DNS_ROUND_ROBIN:
+		res = DNSRoundRobinLB
+	case networking.ServiceEntry_NONE:
+		res = Passthrough
+	}
+	var sel map[string]string
+	if ws := se.GetWorkloadSelector(); ws != nil {
+		sel = ws.GetLabels()
+	}
+	out := make([]*Service, 0, len(se.GetHosts()))
+	for _, h := range se.GetHosts() {
+		s := &Service{
+			Hostname: h, Namespace: c.Namespace, Ports: ports, Resolution: res,
+			MeshExternal: se.GetLocation() == networking.ServiceEntry_MESH_EXTERNAL,
+			ExportTo:     se.GetExportTo(), Labels: c.Labels, Selector: sel,
+			SubjectAltNames: se.GetSubjectAltNames(), Source: c.Key(),
+		}
+		switch {
+		case len(se.GetAddresses()) > 0:
+			s.Addresses = se.GetAddresses()
+		case !strings.HasPrefix(h, "*") && res != Passthrough:
+			if ip := r.alloc.Allocate(s.Key()); ip != "" {
+				s.Addresses, s.AutoAllocated = []string{ip}, true
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func workloadFromEntry(c *config.Config) *WorkloadInstance {
+	we := c.Spec.(*networking.WorkloadEntry)
+	labels := maps.Clone(we.GetLabels())
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	// Metadata labels are workload labels too, as in Istio.
+	for k, v := range c.Labels {
+		if _, set := labels[k]; !set {
+			labels[k] = v
+		}
+	}
+	return &WorkloadInstance{
+		Name: c.Name, Namespace: c.Namespace, Address: we.GetAddress(), Labels: labels,
+		Ports: we.GetPorts(), Network: we.GetNetwork(), Locality: we.GetLocality(),
+		Weight: we.GetWeight(), ServiceAccount: we.GetServiceAccount(), Healthy: true,
+		Source: c.Key(),
+	}
+}
+
+// recomputeEndpoints rebuilds the endpoint shard that ServiceEntry seKey
+// contributes to each of its hosts, recording endpoint changes.
+func (r *Registry) recomputeEndpoints(seKey config.Key, ch Change) {
+	se := r.entries[seKey]
+	if se == nil {
+		return // removed: its shards went with its services
+	}
+	var instances []*WorkloadInstance
+	if sel := se.GetWorkloadSelector(); sel != nil {
+		for _, w := range r.wlByNS[seKey.Namespace] {
+			if matches(sel.GetLabels(), w.Labels) {
+				instances = append(instances, w)
+			}
+		}
+		slices.SortFunc(instances, func(a, b *WorkloadInstance) int { return strings.Compare(a.Name, b.Name) })
+	} else {
+		for _, ep := range se.GetEndpoints() {
+			instances = append(instances, &WorkloadInstance{
+				Namespace: seKey.Namespace, Address: ep.GetAddress(), Labels: ep.GetLabels(), Ports: ep.GetPorts(),
+				Network: ep.GetNetwork(), Locality: ep.GetLocality(), Weight: ep.GetWeight(),
+				ServiceAccount: ep.GetServiceAccount(), Healthy: true,
+			})
+		}
+	}
+	for _, svc := range r.services[seKey] {
+		var eps []*Endpoint
+		for _, w := range instances {
+			for _, p := range svc.Ports {
+				eps = append(eps, endpointFor(svc, p, w))
+			}
+		}
+		if r.endpoints.SetShard(svc.Key(), seKey, eps) {
+			ch.Endpoints[svc.Key()] = true
+		}
+	}
+}
+
+func endpointFor(svc *Service, p Port, w *WorkloadInstance) *Endpoint {
+	port := p.Number
+	if p.TargetPort != 0 {
+		port = p.TargetPort
+	}
+	if n, ok := w.Ports[p.Name]; ok && n != 0 {
+		port = n
+	}
+	addr := w.Address
+	if addr == "" && svc.Resolution == DNSLB {
+		addr = svc.Hostname
+	}
+	weight := w.Weight
+	if weight == 0 {
+		weight = 1
+	}
+	var wl config.Key
+	if w.Name != "" {
+		wl = w.Source
+	}
+	return &Endpoint{
+		Address: addr, Port: port, ServicePortName: p.Name, Labels: w.Labels,
+		Network: w.Network, Locality: w.Locality, Weight: weight,
+		ServiceAccount: w.ServiceAccount, Healthy: w.Healthy, Workload: wl,
+	}
+}

@@ -1,0 +1,98 @@
+package model
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/baremesh/baremesh/core/config"
+)
+
+// EndpointIndex holds every service's endpoints, in shards: one per
+// contributing source object (a ServiceEntry). A shard is replaced whole
+// and never altered, so a slice a reader got stays valid. Each service has
+// a version that moves when any of its shards changes. Safe for
+// concurrent use.
+type EndpointIndex struct {
+	mu      sync.RWMutex
+	shards  map[ServiceKey]map[config.Key][]*Endpoint
+	version map[ServiceKey]uint64
+	counter uint64
+}
+
+// NewEndpointIndex returns an empty index.
+func NewEndpointIndex() *EndpointIndex {
+	return &EndpointIndex{shards: map[ServiceKey]map[config.Key][]*Endpoint{}, version: map[ServiceKey]uint64{}}
+}
+
+// SetShard replaces one shard of a service (nil removes it) and reports
+// whether anything changed.
+func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoint) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	cur := x.shards[svc][shard]
+	if endpointsEqual(cur, eps) {
+		return false
+	}
+	m := x.shards[svc]
+	if m == nil {
+		m = map[config.Key][]*Endpoint{}
+		x.shards[svc] = m
+	}
+	if len(eps) == 0 {
+		delete(m, shard)
+		if len(m) == 0 {
+			delete(x.shards, svc)
+		}
+	} else {
+		m[shard] = eps
+	}
+	x.counter++
+	x.version[svc] = x.counter
+	return true
+}
+
+// Endpoints returns a service's endpoints, every shard merged, sorted by
+// address, port and port name. The result must not be altered.
+func (x *EndpointIndex) Endpoints(svc ServiceKey) []*Endpoint {
+	x.mu.RLock()
+	m := x.shards[svc]
+	n := 0
+	for _, s := range m {
+		n += len(s)
+	}
+	out := make([]*Endpoint, 0, n)
+	for _, s := range m {
+		out = append(out, s...)
+	}
+	x.mu.RUnlock()
+	slices.SortFunc(out, compareEndpoints)
+	return out
+}
+
+// Version returns a number that changes whenever svc's endpoints change.
+func (x *EndpointIndex) Version(svc ServiceKey) uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.version[svc]
+}
+
+func compareEndpoints(a, b *Endpoint) int {
+	if c := strings.Compare(a.Address, b.Address); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return strings.Compare(a.ServicePortName, b.ServicePortName)
+}
+
+func endpointsEqual(a, b []*Endpoint) bool {
+	return slices.EqualFunc(a, b, func(x, y *Endpoint) bool {
+		return x.Address == y.Address && x.Port == y.Port && x.ServicePortName == y.ServicePortName &&
+			maps.Equal(x.Labels, y.Labels) && x.Network == y.Network && x.Locality == y.Locality &&
+			x.Weight == y.Weight && x.ServiceAccount == y.ServiceAccount && x.Healthy == y.Healthy &&
+			x.Workload == y.Workload
+	})
+}

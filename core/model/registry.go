@@ -1,0 +1,229 @@
+package model
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/store"
+)
+
+// Change says what a batch of config events did to the service model.
+type Change struct {
+	// Services whose definition changed (added, updated or removed): a
+	// full push.
+	Services map[ServiceKey]bool
+	// Endpoints of services whose endpoints alone changed: the fast path.
+	Endpoints map[ServiceKey]bool
+}
+
+// Empty reports whether nothing changed.
+func (c Change) Empty() bool { return len(c.Services) == 0 && len(c.Endpoints) == 0 }
+
+// Registry is the service model built from ServiceEntries and
+// WorkloadEntries. Apply feeds it store events; readers take Services and
+// the EndpointIndex. Safe for concurrent use.
+type Registry struct {
+	mu        sync.RWMutex
+	alloc     *Allocator
+	entries   map[config.Key]*networking.ServiceEntry
+	services  map[config.Key][]*Service // by ServiceEntry
+	byHost    map[ServiceKey][]config.Key
+	workloads map[config.Key]*WorkloadInstance
+	// wlByNS indexes workloads by namespace, for selectors.
+	wlByNS    map[string]map[config.Key]*WorkloadInstance
+	endpoints *EndpointIndex
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(alloc *Allocator) *Registry {
+	return &Registry{
+		alloc: alloc, entries: map[config.Key]*networking.ServiceEntry{},
+		services: map[config.Key][]*Service{}, byHost: map[ServiceKey][]config.Key{},
+		workloads: map[config.Key]*WorkloadInstance{}, wlByNS: map[string]map[config.Key]*WorkloadInstance{},
+		endpoints: NewEndpointIndex(),
+	}
+}
+
+// Endpoints returns the endpoint index.
+func (r *Registry) Endpoints() *EndpointIndex { return r.endpoints }
+
+// Services returns every service, sorted by namespace and hostname. When
+// several ServiceEntries in a namespace declare the same host, the one
+// whose key sorts first defines the service (endpoints of all are
+// merged).
+func (r *Registry) Services() []*Service {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*Service, 0, len(r.byHost))
+	for sk, keys := range r.byHost {
+		out = append(out, r.serviceFrom(sk, keys[0]))
+	}
+	slices.SortFunc(out, func(a, b *Service) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Hostname, b.Hostname)
+	})
+	return out
+}
+
+func (r *Registry) serviceFrom(sk ServiceKey, src config.Key) *Service {
+	for _, s := range r.services[src] {
+		if s.Hostname == sk.Hostname {
+			return s
+		}
+	}
+	return nil
+}
+
+// Workload returns a workload instance by its WorkloadEntry key.
+func (r *Registry) Workload(k config.Key) (*WorkloadInstance, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	w, ok := r.workloads[k]
+	return w, ok
+}
+
+// Workloads returns every workload instance.
+func (r *Registry) Workloads() []*WorkloadInstance {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*WorkloadInstance, 0, len(r.workloads))
+	for _, w := range r.workloads {
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b *WorkloadInstance) int { return strings.Compare(a.Source.String(), b.Source.String()) })
+	return out
+}
+
+// Apply updates the model from a batch of store events and says what
+// changed. Events of other kinds are ignored.
+func (r *Registry) Apply(events []store.Event) Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch := Change{Services: map[ServiceKey]bool{}, Endpoints: map[ServiceKey]bool{}}
+	dirtySE := map[config.Key]bool{} // ServiceEntries whose endpoints need recomputing
+	for _, e := range events {
+		k := e.Key()
+		switch k.Kind {
+		case config.ServiceEntry:
+			r.applyServiceEntry(k, e.New, ch)
+			dirtySE[k] = true
+		case config.WorkloadEntry:
+			old := r.workloads[k]
+			var nw *WorkloadInstance
+			if e.New != nil {
+				nw = workloadFromEntry(e.New)
+			}
+			r.setWorkload(k, nw)
+			for seKey := range r.selectingEntries(k.Namespace, old, nw) {
+				dirtySE[seKey] = true
+			}
+		}
+	}
+	for seKey := range dirtySE {
+		r.recomputeEndpoints(seKey, ch)
+	}
+	for sk := range ch.Services {
+		delete(ch.Endpoints, sk)
+	}
+	return ch
+}
+
+func (r *Registry) applyServiceEntry(k config.Key, c *config.Config, ch Change) {
+	old := r.services[k]
+	var nu []*Service
+	if c != nil {
+		se := c.Spec.(*networking.ServiceEntry)
+		r.entries[k] = se
+		nu = r.servicesFromEntry(c, se)
+	} else {
+		delete(r.entries, k)
+	}
+	oldByHost := map[string]*Service{}
+	for _, s := range old {
+		oldByHost[s.Hostname] = s
+	}
+	newHosts := map[string]bool{}
+	for _, s := range nu {
+		newHosts[s.Hostname] = true
+		if o, ok := oldByHost[s.Hostname]; !ok || !o.Equal(s) {
+			ch.Services[s.Key()] = true
+		}
+		if _, ok := oldByHost[s.Hostname]; !ok {
+			sk := s.Key()
+			r.byHost[sk] = insertSorted(r.byHost[sk], k)
+		}
+	}
+	for _, s := range old {
+		if !newHosts[s.Hostname] {
+			sk := s.Key()
+			ch.Services[sk] = true
+			r.byHost[sk] = slices.DeleteFunc(r.byHost[sk], func(x config.Key) bool { return x == k })
+			if len(r.byHost[sk]) == 0 {
+				delete(r.byHost, sk)
+				if s.AutoAllocated {
+					r.alloc.Release(sk)
+				}
+			}
+			r.endpoints.SetShard(sk, k, nil)
+		}
+	}
+	if len(nu) == 0 {
+		delete(r.services, k)
+	} else {
+		r.services[k] = nu
+	}
+}
+
+func insertSorted(keys []config.Key, k config.Key) []config.Key {
+	i, found := slices.BinarySearchFunc(keys, k, func(a, b config.Key) int { return strings.Compare(a.String(), b.String()) })
+	if found {
+		return keys
+	}
+	return slices.Insert(keys, i, k)
+}
+
+func (r *Registry) setWorkload(k config.Key, w *WorkloadInstance) {
+	if w == nil {
+		delete(r.workloads, k)
+		delete(r.wlByNS[k.Namespace], k)
+		return
+	}
+	r.workloads[k] = w
+	ns := r.wlByNS[k.Namespace]
+	if ns == nil {
+		ns = map[config.Key]*WorkloadInstance{}
+		r.wlByNS[k.Namespace] = ns
+	}
+	ns[k] = w
+}
+
+// selectingEntries returns the ServiceEntries in ns whose selector matches
+// the old or the new labels of a workload.
+func (r *Registry) selectingEntries(ns string, old, nu *WorkloadInstance) map[config.Key]bool {
+	out := map[config.Key]bool{}
+	for seKey, se := range r.entries {
+		if seKey.Namespace != ns || se.GetWorkloadSelector() == nil {
+			continue
+		}
+		sel := se.GetWorkloadSelector().GetLabels()
+		if (old != nil && matches(sel, old.Labels)) || (nu != nil && matches(sel, nu.Labels)) {
+			out[seKey] = true
+		}
+	}
+	return out
+}
+
+func matches(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}

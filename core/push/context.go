@@ -1,0 +1,197 @@
+// Package push owns the PushContext: an immutable, indexed snapshot of the
+// config and the service model that translation reads without locks. A new
+// PushContext is built per debounced full change, reusing the indexes of
+// the previous one whose inputs did not change.
+//
+// It imports only core packages.
+package push
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/store"
+)
+
+// PushContext is one snapshot. It is never altered after Build returns;
+// every slice and map it hands out is shared and must not be altered.
+type PushContext struct {
+	// Version identifies the snapshot; it grows with each build.
+	Version uint64
+	// Built is when the snapshot was built.
+	Built time.Time
+	Mesh  *meshv1alpha1.MeshConfig
+
+	services *serviceIndex
+	kinds    map[config.Kind]*kindIndex
+	// Endpoints is the live endpoint index (the fast path): it is not
+	// part of the snapshot, but each shard it returns is immutable.
+	Endpoints *model.EndpointIndex
+}
+
+type serviceIndex struct {
+	all    []*model.Service
+	byKey  map[model.ServiceKey]*model.Service
+	byHost map[string][]*model.Service // a hostname in several namespaces
+}
+
+// kindIndex holds the configs of one kind, sorted, and by namespace.
+type kindIndex struct {
+	all  []config.Config
+	byNS map[string][]config.Config
+}
+
+// Services returns every service, sorted by namespace and hostname.
+func (pc *PushContext) Services() []*model.Service { return pc.services.all }
+
+// Service returns the service of hostname in namespace.
+func (pc *PushContext) Service(hostname, namespace string) *model.Service {
+	return pc.services.byKey[model.ServiceKey{Hostname: hostname, Namespace: namespace}]
+}
+
+// ServicesByHost returns the services of hostname in every namespace.
+func (pc *PushContext) ServicesByHost(hostname string) []*model.Service {
+	return pc.services.byHost[hostname]
+}
+
+// Configs returns every config of kind, sorted by namespace and name.
+func (pc *PushContext) Configs(kind config.Kind) []config.Config {
+	if ix := pc.kinds[kind]; ix != nil {
+		return ix.all
+	}
+	return nil
+}
+
+// ConfigsIn returns the configs of kind in namespace.
+func (pc *PushContext) ConfigsIn(kind config.Kind, namespace string) []config.Config {
+	if ix := pc.kinds[kind]; ix != nil {
+		return ix.byNS[namespace]
+	}
+	return nil
+}
+
+// Inputs are what Build reads.
+type Inputs struct {
+	Store    store.Reader
+	Registry *model.Registry
+	Mesh     *meshv1alpha1.MeshConfig
+}
+
+// Changed says what changed since the previous snapshot, so Build can
+// reuse the rest. A nil *Changed means everything.
+type Changed struct {
+	Kinds    map[config.Kind]bool
+	Services bool
+	Mesh     bool
+}
+
+// indexedKinds are the kinds a snapshot indexes (services come from the
+// registry instead of raw ServiceEntries).
+var indexedKinds = []config.Kind{
+	config.VirtualService, config.DestinationRule, config.Gateway, config.Sidecar,
+	config.PeerAuthentication, config.AuthorizationPolicy, config.WorkloadGroup,
+	config.WorkloadEntry, config.ServiceEntry,
+}
+
+// Build makes the snapshot after prev (nil for the first), rebuilding only
+// what changed says changed. It is pure apart from reading in.
+func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushContext {
+	pc := &PushContext{Built: now, Mesh: in.Mesh, Endpoints: in.Registry.Endpoints(), kinds: map[config.Kind]*kindIndex{}}
+	if prev != nil {
+		pc.Version = prev.Version + 1
+	} else {
+		pc.Version = 1
+	}
+	if prev != nil && changed != nil && !changed.Services {
+		pc.services = prev.services
+	} else {
+		pc.services = buildServices(in.Registry.Services())
+	}
+	for _, k := range indexedKinds {
+		if prev != nil && changed != nil && !changed.Kinds[k] && prev.kinds[k] != nil {
+			pc.kinds[k] = prev.kinds[k]
+			continue
+		}
+		pc.kinds[k] = buildKind(in.Store.List(k, ""))
+	}
+	return pc
+}
+
+func buildServices(all []*model.Service) *serviceIndex {
+	ix := &serviceIndex{all: all, byKey: make(map[model.ServiceKey]*model.Service, len(all)), byHost: make(map[string][]*model.Service, len(all))}
+	for _, s := range all {
+		ix.byKey[s.Key()] = s
+		ix.byHost[s.Hostname] = append(ix.byHost[s.Hostname], s)
+	}
+	return ix
+}
+
+func buildKind(cs []config.Config) *kindIndex {
+	ix := &kindIndex{all: cs, byNS: map[string][]config.Config{}}
+	for _, c := range cs {
+		ix.byNS[c.Namespace] = append(ix.byNS[c.Namespace], c)
+	}
+	return ix
+}
+
+// VirtualServicesFor returns the VirtualServices bound to gateway ("mesh"
+// for sidecars, else "namespace/name") in the order Istio applies them:
+// oldest first, here by namespace and name.
+func (pc *PushContext) VirtualServicesFor(gateway string) []config.Config {
+	var out []config.Config
+	for _, c := range pc.Configs(config.VirtualService) {
+		vs := c.Spec.(*networking.VirtualService)
+		gws := vs.GetGateways()
+		if len(gws) == 0 {
+			if gateway == "mesh" {
+				out = append(out, c)
+			}
+			continue
+		}
+		for _, g := range gws {
+			if g == gateway || (gateway != "mesh" && !strings.Contains(g, "/") && c.Namespace+"/"+g == gateway) {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// DestinationRule returns the DestinationRule for hostname as seen from
+// namespace: one in the proxy's namespace first, then the service's
+// namespace, then the root namespace, as Istio looks them up.
+func (pc *PushContext) DestinationRule(hostname, proxyNS, serviceNS string) *config.Config {
+	root := ""
+	if pc.Mesh != nil {
+		root = pc.Mesh.GetRootNamespace()
+	}
+	for _, ns := range []string{proxyNS, serviceNS, root} {
+		for i, c := range pc.ConfigsIn(config.DestinationRule, ns) {
+			if c.Spec.(*networking.DestinationRule).GetHost() == hostname {
+				return &pc.ConfigsIn(config.DestinationRule, ns)[i]
+			}
+		}
+	}
+	return nil
+}
+
+// SortedNamespaces returns the namespaces that hold configs of kind.
+func (pc *PushContext) SortedNamespaces(kind config.Kind) []string {
+	ix := pc.kinds[kind]
+	if ix == nil {
+		return nil
+	}
+	out := make([]string, 0, len(ix.byNS))
+	for ns := range ix.byNS {
+		out = append(out, ns)
+	}
+	slices.Sort(out)
+	return out
+}

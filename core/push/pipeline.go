@@ -1,0 +1,196 @@
+package push
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/store"
+)
+
+// PipelineOptions configure a Pipeline.
+type PipelineOptions struct {
+	// Debounce is the quiet period that merges changes (default 100 ms);
+	// DebounceMax bounds the delay of a continuous stream (default 10 s).
+	Debounce    time.Duration
+	DebounceMax time.Duration
+	// EndpointsBypassDebounce sends endpoint-only changes at once.
+	EndpointsBypassDebounce bool
+	Logger                  *slog.Logger
+}
+
+// Listener receives each published snapshot with the request that made it.
+// It is called from one goroutine, in order.
+type Listener func(pc *PushContext, req *Request)
+
+// Pipeline turns store events into snapshots and push requests: events
+// update the service model at once; a debouncer merges the resulting
+// requests; a full request builds a new PushContext (reusing what did not
+// change), an endpoint-only request reuses the current one.
+type Pipeline struct {
+	opts     PipelineOptions
+	store    store.Reader
+	registry *model.Registry
+	mesh     atomic.Pointer[meshv1alpha1.MeshConfig]
+	current  atomic.Pointer[PushContext]
+
+	mu        sync.Mutex
+	pending   *Request
+	kick      chan struct{}
+	listeners []Listener
+	ready     chan struct{}
+}
+
+// NewPipeline returns a pipeline over st. Subscribe it to the store with
+// st.Subscribe(p.OnEvents) before the sources start.
+func NewPipeline(st store.Reader, reg *model.Registry, mesh *meshv1alpha1.MeshConfig, opts PipelineOptions) *Pipeline {
+	if opts.Debounce <= 0 {
+		opts.Debounce = 100 * time.Millisecond
+	}
+	if opts.DebounceMax <= 0 {
+		opts.DebounceMax = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Pipeline{opts: opts, store: st, registry: reg, kick: make(chan struct{}, 1), ready: make(chan struct{})}
+	p.mesh.Store(mesh)
+	return p
+}
+
+// AddListener registers l; call before Run.
+func (p *Pipeline) AddListener(l Listener) { p.listeners = append(p.listeners, l) }
+
+// Current returns the latest snapshot, or nil before the first.
+func (p *Pipeline) Current() *PushContext { return p.current.Load() }
+
+// Ready is closed when the first snapshot is published.
+func (p *Pipeline) Ready() <-chan struct{} { return p.ready }
+
+// OnEvents is the store handler: it updates the service model and queues
+// a request.
+func (p *Pipeline) OnEvents(events []store.Event) {
+	ch := p.registry.Apply(events)
+	req := &Request{Start: time.Now(), Reasons: map[string]int{}}
+	for _, e := range events {
+		k := e.Key()
+		if k.Kind == config.WorkloadEntry && ch.Empty() {
+			continue // a WorkloadEntry nobody selects changes nothing yet
+		}
+		if k.Kind == config.ServiceEntry || k.Kind == config.WorkloadEntry {
+			continue // judged through the model's change below
+		}
+		req.Full = true
+		req.Configs = mergeSet(req.Configs, map[config.Key]bool{k: true})
+	}
+	for _, e := range events {
+		k := e.Key()
+		if k.Kind == config.ServiceEntry || k.Kind == config.WorkloadEntry {
+			if len(ch.Services) > 0 {
+				req.Configs = mergeSet(req.Configs, map[config.Key]bool{k: true})
+			}
+		}
+	}
+	if len(ch.Services) > 0 {
+		req.Full = true
+		req.Services = ch.Services
+	}
+	req.Endpoints = ch.Endpoints
+	switch {
+	case req.Full:
+		req.Reasons["config"] = 1
+	case len(req.Endpoints) > 0:
+		req.Reasons["endpoint"] = 1
+	default:
+		return // nothing a proxy can see changed
+	}
+	p.enqueue(req)
+}
+
+// SetMesh replaces the mesh config and queues a full push.
+func (p *Pipeline) SetMesh(m *meshv1alpha1.MeshConfig) {
+	p.mesh.Store(m)
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{"mesh": 1}})
+}
+
+func (p *Pipeline) enqueue(r *Request) {
+	p.mu.Lock()
+	p.pending = p.pending.Merge(r)
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes the first snapshot once synced is closed, then serves
+// requests until ctx ends.
+func (p *Pipeline) Run(ctx context.Context, synced <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-synced:
+	}
+	p.mu.Lock()
+	p.pending = nil // the first snapshot covers everything so far
+	p.mu.Unlock()
+	p.publish(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{"initial": 1}}, nil)
+	close(p.ready)
+
+	var quiet, limit <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+			p.mu.Lock()
+			endpointOnly := p.pending != nil && !p.pending.Full
+			p.mu.Unlock()
+			if endpointOnly && p.opts.EndpointsBypassDebounce {
+				p.flush()
+				quiet, limit = nil, nil
+				continue
+			}
+			quiet = time.After(p.opts.Debounce)
+			if limit == nil {
+				limit = time.After(p.opts.DebounceMax)
+			}
+		case <-quiet:
+			p.flush()
+			quiet, limit = nil, nil
+		case <-limit:
+			p.flush()
+			quiet, limit = nil, nil
+		}
+	}
+}
+
+func (p *Pipeline) flush() {
+	p.mu.Lock()
+	req := p.pending
+	p.pending = nil
+	p.mu.Unlock()
+	if req == nil {
+		return
+	}
+	p.publish(req, &Changed{Kinds: req.KindsChanged(), Services: len(req.Services) > 0, Mesh: req.Reasons["mesh"] > 0})
+}
+
+func (p *Pipeline) publish(req *Request, changed *Changed) {
+	pc := p.current.Load()
+	if req.Full || pc == nil {
+		start := time.Now()
+		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load()}, changed, start)
+		p.current.Store(pc)
+		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
+	}
+	for _, l := range p.listeners {
+		l(pc, req)
+	}
+}

@@ -1,0 +1,82 @@
+package push
+
+import (
+	"maps"
+	"time"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+)
+
+// Request is one push: what changed and why. Requests merge.
+type Request struct {
+	// Full is set when anything but endpoints changed: proxies may need
+	// every type regenerated.
+	Full bool
+	// Configs are the configs that changed (full pushes).
+	Configs map[config.Key]bool
+	// Services are services whose definition changed (full pushes).
+	Services map[model.ServiceKey]bool
+	// Endpoints are services whose endpoints alone changed.
+	Endpoints map[model.ServiceKey]bool
+	// Reasons count why the push happened ("config", "endpoint", "mesh").
+	Reasons map[string]int
+	// Start is when the first change merged into this request happened.
+	Start time.Time
+}
+
+// Merge folds o into r (r may be nil) and returns the result.
+func (r *Request) Merge(o *Request) *Request {
+	if r == nil {
+		return o.clone()
+	}
+	if o == nil {
+		return r
+	}
+	out := r.clone()
+	out.Full = out.Full || o.Full
+	out.Configs = mergeSet(out.Configs, o.Configs)
+	out.Services = mergeSet(out.Services, o.Services)
+	out.Endpoints = mergeSet(out.Endpoints, o.Endpoints)
+	for k, v := range o.Reasons {
+		if out.Reasons == nil {
+			out.Reasons = map[string]int{}
+		}
+		out.Reasons[k] += v
+	}
+	if !o.Start.IsZero() && (out.Start.IsZero() || o.Start.Before(out.Start)) {
+		out.Start = o.Start
+	}
+	return out
+}
+
+func (r *Request) clone() *Request {
+	c := *r
+	c.Configs = maps.Clone(r.Configs)
+	c.Services = maps.Clone(r.Services)
+	c.Endpoints = maps.Clone(r.Endpoints)
+	c.Reasons = maps.Clone(r.Reasons)
+	return &c
+}
+
+func mergeSet[K comparable](a, b map[K]bool) map[K]bool {
+	if len(b) == 0 {
+		return a
+	}
+	if a == nil {
+		a = make(map[K]bool, len(b))
+	}
+	for k := range b {
+		a[k] = true
+	}
+	return a
+}
+
+// KindsChanged returns the kinds among r.Configs.
+func (r *Request) KindsChanged() map[config.Kind]bool {
+	out := map[config.Kind]bool{}
+	for k := range r.Configs {
+		out[k.Kind] = true
+	}
+	return out
+}
