@@ -1,0 +1,44 @@
+// Package gen defines what every xDS generator shares: the Proxy a
+// generator builds for, the Input it receives and the Resource it returns,
+// and the Generator signature. One sub-package per xDS type (lds, rds,
+// cds, eds) holds the generators.
+//
+// Generators are pure: snapshot and proxy in, resources out; no I/O, no
+// goroutines, no clock. gen imports core only, never sources.
+package gen
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/baremesh/baremesh/core/push"
+)
+
+// Type URLs of the resources generators build.
+const (
+	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+)
+
+// Input is everything a generator may read.
+type Input struct {
+	Push  *push.PushContext
+	Proxy *Proxy
+	// Names are the resources the proxy subscribed to; empty means all
+	// (a wildcard subscription). LDS and CDS are usually wildcard for
+	// Envoy; RDS and EDS are always named; proxyless gRPC names all.
+	Names []string
+	// Request says what changed, nil for a proxy's first request.
+	Request *push.Request
+}
+
+// Resource is one generated resource.
+type Resource struct {
+	Name     string
+	Resource proto.Message
+}
+
+// Generator builds the resources of one type. Errors are wrapped with the
+// generator's name.
+type Generator func(in Input) ([]Resource, error)

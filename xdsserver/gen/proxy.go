@@ -1,0 +1,114 @@
+package gen
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// NodeType is the kind of proxy, from the first field of Istio's node ID.
+type NodeType string
+
+// Node types.
+const (
+	SidecarProxy NodeType = "sidecar"
+	Router       NodeType = "router"
+)
+
+// Proxy is a connected xDS client as generators see it. It is built once
+// per connection (ParseNode) and not altered afterwards.
+type Proxy struct {
+	ID        string
+	Type      NodeType
+	IPs       []string
+	Namespace string
+	// DNSDomain is the fourth node ID field ("ns.svc.cluster.local").
+	DNSDomain string
+	Labels    map[string]string
+	// Proxyless is set for gRPC clients and servers without Envoy
+	// (metadata GENERATOR=grpc, or no Istio node ID at all).
+	Proxyless      bool
+	IstioVersion   string
+	ClusterID      string
+	Network        string
+	WorkloadName   string
+	ServiceAccount string
+	Locality       *corev3.Locality
+	// Metadata is the raw node metadata, for fields generators need later.
+	Metadata map[string]string
+}
+
+// ParseNode reads a proxy from an xDS Node with Istio's conventions: the
+// ID is "TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN", metadata carries
+// LABELS, NAMESPACE, INSTANCE_IPS, ISTIO_VERSION, CLUSTER_ID, NETWORK,
+// WORKLOAD_NAME, SERVICE_ACCOUNT, GENERATOR. A Node without an Istio ID
+// (a proxyless gRPC client with a plain bootstrap) is a proxyless sidecar
+// in the namespace its metadata gives, else "default".
+func ParseNode(n *corev3.Node) (*Proxy, error) {
+	if n == nil || n.GetId() == "" {
+		return nil, fmt.Errorf("node: missing id")
+	}
+	p := &Proxy{ID: n.GetId(), Type: SidecarProxy, Labels: map[string]string{}, Metadata: map[string]string{}, Locality: n.GetLocality()}
+	md := n.GetMetadata().GetFields()
+	for k, v := range md {
+		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			p.Metadata[k] = s.StringValue
+		}
+	}
+	if l := md["LABELS"].GetStructValue(); l != nil {
+		for k, v := range l.GetFields() {
+			p.Labels[k] = v.GetStringValue()
+		}
+	}
+	parts := strings.Split(n.GetId(), "~")
+	if len(parts) == 4 {
+		switch NodeType(parts[0]) {
+		case SidecarProxy, Router:
+			p.Type = NodeType(parts[0])
+		default:
+			return nil, fmt.Errorf("node %q: unknown proxy type %q (want sidecar or router)", n.GetId(), parts[0])
+		}
+		if parts[1] != "" {
+			if _, err := netip.ParseAddr(parts[1]); err != nil {
+				return nil, fmt.Errorf("node %q: invalid IP %q", n.GetId(), parts[1])
+			}
+			p.IPs = []string{parts[1]}
+		}
+		if i := strings.IndexByte(parts[2], '.'); i >= 0 {
+			p.Namespace = parts[2][i+1:]
+		}
+		p.DNSDomain = parts[3]
+	} else {
+		p.Proxyless = true
+	}
+	if ns := p.Metadata["NAMESPACE"]; ns != "" {
+		p.Namespace = ns
+	}
+	if p.Namespace == "" {
+		p.Namespace = "default"
+	}
+	if ips := p.Metadata["INSTANCE_IPS"]; ips != "" {
+		p.IPs = nil
+		for _, ip := range strings.Split(ips, ",") {
+			if _, err := netip.ParseAddr(strings.TrimSpace(ip)); err != nil {
+				return nil, fmt.Errorf("node %q: metadata INSTANCE_IPS: invalid IP %q", n.GetId(), ip)
+			}
+			p.IPs = append(p.IPs, strings.TrimSpace(ip))
+		}
+	}
+	if p.Metadata["GENERATOR"] == "grpc" {
+		p.Proxyless = true
+	}
+	p.IstioVersion = p.Metadata["ISTIO_VERSION"]
+	p.ClusterID = p.Metadata["CLUSTER_ID"]
+	p.Network = p.Metadata["NETWORK"]
+	p.WorkloadName = p.Metadata["WORKLOAD_NAME"]
+	p.ServiceAccount = p.Metadata["SERVICE_ACCOUNT"]
+	if p.DNSDomain == "" {
+		p.DNSDomain = p.Namespace + ".svc.cluster.local"
+	}
+	return p, nil
+}
