@@ -1,0 +1,17 @@
+package iptables
+
+import (
+	"testing"
+
+	"github.com/baremesh/baremesh/nodeagent/internal/leakcheck"
+	"github.com/baremesh/baremesh/nodeagent/internal/nstest"
+)
+
+func TestMain(m *testing.M) {
+	nstest.MaybeHelper()
+	leakcheck.Main(func() int {
+		code := m.Run()
+		nstest.Cleanup()
+		return code
+	})
+}
