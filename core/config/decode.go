@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Object is one decoded Kubernetes-style document, before it is typed.
@@ -80,7 +83,7 @@ func (obj *Object) Typed(src Source) (Config, error) {
 	gvk := GroupVersionKind{Group: s.Group, Version: obj.APIVersion[len(s.Group)+1:], Kind: string(s.Kind)}
 	spec := s.New()
 	if obj.Spec != nil {
-		b, err := json.Marshal(obj.Spec)
+		b, err := json.Marshal(goDurations(obj.Spec, spec.ProtoReflect().Descriptor()))
 		if err != nil {
 			return Config{}, fmt.Errorf("%w: spec: %v", ErrParse, err)
 		}
@@ -117,10 +120,87 @@ func (obj *Object) ResourceName() string {
 	return obj.Kind + "/" + ns + "/" + obj.Metadata.Name
 }
 
-var protojsonNoise = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
+// protojson separates its prefix with a space or, at random, U+00A0,
+// which \s does not match.
+var protojsonNoise = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
 
 // cleanProtoJSONError drops protojson's prefix and the position within
 // the re-encoded JSON, which means nothing to the author of the YAML.
 func cleanProtoJSONError(err error) string {
 	return protojsonNoise.ReplaceAllString(err.Error(), "")
+}
+
+// goDurations returns v, a JSON value decoded for a message of type md,
+// with every google.protobuf.Duration written in Go syntax ("30ms", "5m",
+// "1h30m") rewritten to the "<seconds>s" form protojson reads. Istio reads
+// specs with the legacy jsonpb, which takes Go syntax, and its own
+// documentation uses it. v is not altered; strings that are not Go
+// durations are left for protojson to report.
+func goDurations(v any, md protoreflect.MessageDescriptor) any {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	fields := md.Fields()
+	out := make(map[string]any, len(obj))
+	for k, val := range obj {
+		out[k] = val
+		fd := fields.ByJSONName(k)
+		if fd == nil {
+			fd = fields.ByName(protoreflect.Name(k))
+		}
+		if fd == nil {
+			continue
+		}
+		if fd.IsMap() {
+			fd = fd.MapValue()
+			if fd.Message() == nil {
+				continue
+			}
+			if m, ok := val.(map[string]any); ok {
+				mm := make(map[string]any, len(m))
+				for mk, mv := range m {
+					mm[mk] = goDurationValue(mv, fd.Message())
+				}
+				out[k] = mm
+			}
+			continue
+		}
+		if fd.Message() == nil {
+			continue
+		}
+		if l, ok := val.([]any); ok && fd.IsList() {
+			ll := make([]any, len(l))
+			for i, e := range l {
+				ll[i] = goDurationValue(e, fd.Message())
+			}
+			out[k] = ll
+			continue
+		}
+		out[k] = goDurationValue(val, fd.Message())
+	}
+	return out
+}
+
+func goDurationValue(v any, md protoreflect.MessageDescriptor) any {
+	if md.FullName() != "google.protobuf.Duration" {
+		return goDurations(v, md)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return v
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return v
+	}
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	out := sign + strconv.FormatInt(int64(d/time.Second), 10)
+	if ns := d % time.Second; ns != 0 {
+		out += fmt.Sprintf(".%09d", int64(ns))
+	}
+	return out + "s"
 }
