@@ -1,0 +1,187 @@
+// Package daemon wires baremeshd: its config file and flags, the sources,
+// the aggregate store, the push pipeline, the xDS server and the HTTP
+// debug/metrics endpoints. It is the only place that knows all of them.
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// DefaultConfigFile is where baremeshd looks without --config.
+const DefaultConfigFile = "/etc/baremesh/baremesh.yaml"
+
+// Duration is a time.Duration that reads "100ms" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON implements json.Unmarshaler (sigs.k8s.io/yaml goes through JSON).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (want e.g. 100ms, 10s)", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
+
+// Config is baremeshd's configuration: the file, then flags over it.
+type Config struct {
+	// ConfigDirs are watched YAML directories, in precedence order.
+	// Relative paths are relative to the config file.
+	ConfigDirs []string `json:"configDirs"`
+	// MeshConfig is the mesh config file (watched); missing means Istio's
+	// defaults.
+	MeshConfig string `json:"meshConfig"`
+	XDSAddr    string `json:"xdsAddr"`
+	HTTPAddr   string `json:"httpAddr"`
+	LogLevel   string `json:"logLevel"`
+	// MaxFileSize is the largest config file read, in bytes.
+	MaxFileSize int64 `json:"maxFileSize"`
+	// FileCoalesce merges a burst of file changes into one update.
+	FileCoalesce Duration `json:"fileCoalesce"`
+	// Debounce and DebounceMax bound the push debouncer.
+	Debounce    Duration `json:"debounce"`
+	DebounceMax Duration `json:"debounceMax"`
+}
+
+// Defaults returns the configuration without a file or flags.
+func Defaults() Config {
+	return Config{
+		MeshConfig:   "/etc/baremesh/meshconfig.yaml",
+		XDSAddr:      "127.0.0.1:15010",
+		HTTPAddr:     "127.0.0.1:15014",
+		LogLevel:     "info",
+		MaxFileSize:  10 << 20,
+		FileCoalesce: Duration{20 * time.Millisecond},
+		Debounce:     Duration{100 * time.Millisecond},
+		DebounceMax:  Duration{10 * time.Second},
+	}
+}
+
+// Validate checks the configuration and names the field of each problem.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.ConfigDirs) == 0 {
+		errs = append(errs, errors.New("configDirs: at least one directory is required"))
+	}
+	for name, addr := range map[string]string{"xdsAddr": c.XDSAddr, "httpAddr": c.HTTPAddr} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not HOST:PORT: %v", name, addr, err))
+		}
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("logLevel: %w", err))
+	}
+	if c.MaxFileSize <= 0 {
+		errs = append(errs, fmt.Errorf("maxFileSize: must be positive, got %d", c.MaxFileSize))
+	}
+	if c.Debounce.Duration <= 0 || c.DebounceMax.Duration < c.Debounce.Duration {
+		errs = append(errs, fmt.Errorf("debounce: want 0 < debounce (%v) <= debounceMax (%v)", c.Debounce, c.DebounceMax))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseLevel reads a log level name.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("unknown level %q (want debug, info, warn or error)", s)
+	}
+	return l, nil
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// Load reads flags (args without the program name) and the config file
+// they name, and returns the validated result. With --config-dir given
+// and no --config, a missing default file is not an error.
+func Load(args []string) (Config, string, error) {
+	fset := flag.NewFlagSet("baremeshd", flag.ContinueOnError)
+	var (
+		file     = fset.String("config", "", "config file (default "+DefaultConfigFile+")")
+		dirs     multiFlag
+		xdsAddr  = fset.String("xds-addr", "", "xDS listen address HOST:PORT (default 127.0.0.1:15010)")
+		httpAddr = fset.String("http-addr", "", "debug and metrics listen address (default 127.0.0.1:15014)")
+		level    = fset.String("log-level", "", "log level: debug, info, warn, error")
+		mesh     = fset.String("mesh-config", "", "mesh config file")
+	)
+	fset.Var(&dirs, "config-dir", "watched config directory (repeatable)")
+	if err := fset.Parse(args); err != nil {
+		return Config{}, "", err
+	}
+	path := *file
+	explicit := path != ""
+	if !explicit {
+		path = DefaultConfigFile
+	}
+	cfg, err := ReadFile(path)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist) && !explicit && len(dirs) > 0:
+		cfg, path = Defaults(), ""
+	default:
+		return Config{}, "", err
+	}
+	if len(dirs) > 0 {
+		cfg.ConfigDirs = dirs
+	}
+	for _, o := range []struct {
+		dst *string
+		v   string
+	}{{&cfg.XDSAddr, *xdsAddr}, {&cfg.HTTPAddr, *httpAddr}, {&cfg.LogLevel, *level}, {&cfg.MeshConfig, *mesh}} {
+		if o.v != "" {
+			*o.dst = o.v
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, "", fmt.Errorf("config %s: %w", displayPath(path), err)
+	}
+	return cfg, path, nil
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "(flags)"
+	}
+	return p
+}
+
+// ReadFile reads a config file over the defaults. Relative paths in it are
+// made relative to the file's directory.
+func ReadFile(path string) (Config, error) {
+	cfg := Defaults()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	base := filepath.Dir(path)
+	for i, d := range cfg.ConfigDirs {
+		if !filepath.IsAbs(d) {
+			cfg.ConfigDirs[i] = filepath.Join(base, d)
+		}
+	}
+	if cfg.MeshConfig != "" && !filepath.IsAbs(cfg.MeshConfig) {
+		cfg.MeshConfig = filepath.Join(base, cfg.MeshConfig)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/sources/file"
+)
+
+// Daemon is a running baremeshd.
+type Daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	agg      *store.Aggregate
+	own      *store.Memory
+	registry *model.Registry
+	pipeline *push.Pipeline
+	grpc     *grpc.Server
+
+	xdsLis, httpLis net.Listener
+	extra           []route
+}
+
+// New builds a daemon from cfg and opens its listeners, so a caller knows
+// the bound addresses (":0" picks a free port) before Run.
+func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+	d := &Daemon{cfg: cfg, log: log, reg: prometheus.NewRegistry(), agg: store.NewAggregate(), own: store.NewMemory()}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mesh, err := config.LoadMeshConfig(cfg.MeshConfig)
+	if err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	d.registry = model.NewRegistry(model.NewAllocator())
+	d.pipeline = push.NewPipeline(d.agg, d.registry, mesh, push.PipelineOptions{
+		Debounce: cfg.Debounce.Duration, DebounceMax: cfg.DebounceMax.Duration,
+		EndpointsBypassDebounce: true, Logger: log.With("component", "push"),
+	})
+	d.agg.Subscribe(d.pipeline.OnEvents)
+	if d.xdsLis, err = net.Listen("tcp", cfg.XDSAddr); err != nil {
+		return nil, fmt.Errorf("xds listener: %w", err)
+	}
+	if d.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		d.xdsLis.Close()
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	d.grpc = grpc.NewServer()
+	return d, nil
+}
+
+// XDSAddr and HTTPAddr are the bound listen addresses.
+func (d *Daemon) XDSAddr() string  { return d.xdsLis.Addr().String() }
+func (d *Daemon) HTTPAddr() string { return d.httpLis.Addr().String() }
+
+// Pipeline returns the push pipeline (for the xDS server and tests).
+func (d *Daemon) Pipeline() *push.Pipeline { return d.pipeline }
+
+// Run serves until ctx ends, then stops gracefully.
+func (d *Daemon) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	goRun := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+
+	fileMetrics := file.NewMetrics(d.reg)
+	var watchers []*file.Watcher
+	for _, dir := range d.cfg.ConfigDirs {
+		sink := d.agg.AddSource("file:" + dir)
+		watchers = append(watchers, file.New(file.Options{
+			Dirs: []string{dir}, Name: "file:" + dir, MaxFileSize: d.cfg.MaxFileSize,
+			Coalesce: d.cfg.FileCoalesce.Duration, Logger: d.log.With("component", "file"), Metrics: fileMetrics,
+		}, sink))
+	}
+	d.agg.AttachMemory("baremesh", d.own)
+	for _, w := range watchers {
+		goRun(func() {
+			if err := w.Run(ctx); err != nil {
+				d.log.Error("file source stopped", "err", err)
+			}
+		})
+	}
+	synced := make(chan struct{})
+	goRun(func() {
+		if d.agg.WaitSynced(ctx) == nil {
+			close(synced)
+		}
+	})
+	goRun(func() { d.pipeline.Run(ctx, synced) })
+	goRun(func() { d.watchMesh(ctx) })
+
+	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	goRun(func() {
+		if err := httpSrv.Serve(d.httpLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("http server stopped", "err", err)
+		}
+	})
+	goRun(func() {
+		if err := d.grpc.Serve(d.xdsLis); err != nil {
+			d.log.Error("xds server stopped", "err", err)
+		}
+	})
+	d.log.Info("baremeshd serving", "xds", d.XDSAddr(), "http", d.HTTPAddr(), "configDirs", d.cfg.ConfigDirs,
+		"configz", "http://"+d.HTTPAddr()+"/debug/configz")
+
+	select {
+	case <-d.pipeline.Ready():
+		pc := d.pipeline.Current()
+		d.log.Info("first snapshot built", "version", pc.Version, "services", len(pc.Services()))
+		_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	d.log.Info("stopping: draining connections")
+	stopped := make(chan struct{})
+	go func() { d.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		d.grpc.Stop()
+	}
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer shutCancel()
+	_ = httpSrv.Shutdown(shutCtx)
+	wg.Wait()
+	d.log.Info("stopped")
+	return nil
+}
+
+// watchMesh follows the mesh config file; a bad version is refused with a
+// logged reason and the last good one stays.
+func (d *Daemon) watchMesh(ctx context.Context) {
+	if d.cfg.MeshConfig == "" {
+		return
+	}
+	var last *meshv1alpha1.MeshConfig
+	err := file.WatchFile(ctx, d.cfg.MeshConfig, func(data []byte, err error) {
+		var m *meshv1alpha1.MeshConfig
+		switch {
+		case err != nil:
+			d.log.Warn("mesh config unreadable; keeping the last good one", "file", d.cfg.MeshConfig, "err", err)
+			return
+		case data == nil:
+			m = config.DefaultMeshConfig()
+		default:
+			if m, err = config.ParseMeshConfig(data, d.cfg.MeshConfig); err != nil {
+				d.log.Warn("mesh config rejected; keeping the last good one", "err", err)
+				return
+			}
+		}
+		if last != nil && protoEqual(last, m) {
+			return
+		}
+		if last != nil {
+			d.log.Info("mesh config changed", "file", d.cfg.MeshConfig)
+			d.pipeline.SetMesh(m)
+		}
+		last = m
+	})
+	if err != nil {
+		d.log.Info("mesh config not watched", "file", d.cfg.MeshConfig, "reason", err)
+	}
+}

@@ -1,0 +1,103 @@
+package daemon
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/store"
+)
+
+func protoEqual(a, b proto.Message) bool { return proto.Equal(a, b) }
+
+// Handle adds a handler to the debug HTTP server (before Run).
+func (d *Daemon) Handle(pattern string, h http.Handler) { d.extra = append(d.extra, route{pattern, h}) }
+
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+func (d *Daemon) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-d.pipeline.Ready():
+			_, _ = w.Write([]byte("ready\n"))
+		default:
+			http.Error(w, "not ready: first snapshot not built yet", http.StatusServiceUnavailable)
+		}
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/configz", d.configz)
+	for _, r := range d.extra {
+		mux.Handle(r.pattern, r.h)
+	}
+	return mux
+}
+
+type configzResource struct {
+	Kind            string            `json:"kind"`
+	APIVersion      string            `json:"apiVersion"`
+	Namespace       string            `json:"namespace"`
+	Name            string            `json:"name"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	Annotations     map[string]string `json:"annotations,omitempty"`
+	ResourceVersion string            `json:"resourceVersion,omitempty"`
+	Source          config.Source     `json:"source"`
+	Spec            json.RawMessage   `json:"spec"`
+}
+
+type configz struct {
+	Snapshot  *snapshotInfo     `json:"snapshot,omitempty"`
+	Resources []configzResource `json:"resources"`
+	Rejected  []store.Problem   `json:"rejected"`
+	Conflicts []store.Conflict  `json:"conflicts"`
+}
+
+type snapshotInfo struct {
+	Version  uint64    `json:"version"`
+	Built    time.Time `json:"built"`
+	Services int       `json:"services"`
+}
+
+// configz shows every resource in force with its source and file, the
+// rejected files with their errors, and the conflicts between sources.
+func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
+	out := configz{Resources: []configzResource{}, Rejected: d.agg.Problems(), Conflicts: d.agg.Conflicts()}
+	if out.Rejected == nil {
+		out.Rejected = []store.Problem{}
+	}
+	if out.Conflicts == nil {
+		out.Conflicts = []store.Conflict{}
+	}
+	if pc := d.pipeline.Current(); pc != nil {
+		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}
+	}
+	kind := config.Kind(r.URL.Query().Get("kind"))
+	for _, k := range config.Kinds() {
+		if kind != "" && k != kind {
+			continue
+		}
+		for _, c := range d.agg.List(k, r.URL.Query().Get("namespace")) {
+			spec, err := protojson.Marshal(c.Spec)
+			if err != nil {
+				spec = []byte(`null`)
+			}
+			out.Resources = append(out.Resources, configzResource{
+				Kind: string(c.Key().Kind), APIVersion: c.GVK.APIVersion(), Namespace: c.Namespace, Name: c.Name,
+				Labels: c.Labels, Annotations: c.Annotations, ResourceVersion: c.ResourceVersion, Source: c.Source, Spec: spec,
+			})
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
+}
