@@ -132,6 +132,12 @@ func ParseMeshConfig(data []byte, file string) (*meshv1alpha1.MeshConfig, error)
 	out := DefaultMeshConfig()
 	if len(top) > 0 {
 		user := &meshv1alpha1.MeshConfig{}
+		var generic any
+		if err := json.Unmarshal(js, &generic); err == nil {
+			if b, err := json.Marshal(goDurations(generic, user.ProtoReflect().Descriptor())); err == nil {
+				js = b
+			}
+		}
 		if err := protojson.Unmarshal(js, user); err != nil {
 			msg := cleanProtoJSONError(err)
 			line := 0

@@ -371,7 +371,8 @@ func checkEnum(errs *Errors, field string, e protoreflect.Enum) {
 	}
 }
 
-// stringMatchKind returns which of exact, prefix or regex m sets, or "".
+// checkStringMatch checks that m sets one of exact, prefix or regex
+// (emptyMatchOK: or none, a presence test) and that a regex compiles.
 func checkStringMatch(errs *Errors, field string, m *networking.StringMatch, emptyPrefixOK, emptyMatchOK bool) {
 	if m == nil {
 		return
