@@ -134,7 +134,7 @@ var rows = []row{
 	{"VS valid v1alpha3 tls", net1alpha + "kind: VirtualService\n" + meta + "spec:\n  hosts: [\"*.example.com\"]\n  gateways: [gw]\n  tls:\n  - match: [{sniHosts: [a.example.com], port: 443}]\n    route: [{destination: {host: a.example.com}}]\n", ""},
 	{"VS valid delegate", vs("  http:\n  - match: [{uri: {prefix: /a}}]\n    route: [{destination: {host: a}}]\n"), ""},
 	{"VS valid redirect", vs("  hosts: [a.example.com]\n  http:\n  - redirect: {uri: /new, redirectCode: 301}\n"), ""},
-	{"VS valid relative weights", vs("  hosts: [a]\n  http:\n  - route:\n    - {destination: {host: a}, weight: 1}\n    - {destination: {host: b}, weight: 3}\n"), ""},
+	{"VS weights not adding to 100", vs("  hosts: [a]\n  http:\n  - route:\n    - {destination: {host: a}, weight: 1}\n    - {destination: {host: b}, weight: 3}\n"), "spec.http[0].route: the weights of the destinations add up to 4, not 100"},
 	{"VS valid single weight 50", vs("  hosts: [a]\n  http:\n  - route:\n    - {destination: {host: a}, weight: 50}\n"), ""},
 	{"VS no routes", vs("  hosts: [a]\n"), "spec"},
 	{"VS route without destination", vs("  hosts: [a]\n  http:\n  - route:\n    - weight: 100\n"), "spec.http[0].route[0].destination"},

@@ -205,9 +205,17 @@ func checkHTTPRoute(errs *Errors, f string, r *networking.HTTPRoute, delegate bo
 		}
 		total += int64(d.GetWeight())
 	}
-	// Istio treats weights as relative: it rejects only an all-zero split.
-	if len(r.GetRoute()) > 1 && total == 0 {
-		errs.Add(f+".route", "the weights of the destinations add up to 0")
+	checkWeightSum(errs, f+".route", len(r.GetRoute()), total)
+}
+
+// checkWeightSum applies the rule baremesh keeps from Istio's v1 API
+// documentation: several destinations' weights must add up to 100 (a
+// single destination takes all traffic whatever its weight). Newer Istio
+// treats weights as relative; a split that does not add up to 100 is far
+// more often a typo than an intent, so baremesh refuses it.
+func checkWeightSum(errs *Errors, f string, n int, total int64) {
+	if n > 1 && total != 100 {
+		errs.Add(f, "the weights of the destinations add up to %d, not 100", total)
 	}
 }
 
@@ -296,9 +304,7 @@ func checkRouteDestinations(errs *Errors, f string, ds []*networking.RouteDestin
 		}
 		total += int64(d.GetWeight())
 	}
-	if len(ds) > 1 && total == 0 {
-		errs.Add(f, "the weights of the destinations add up to 0")
-	}
+	checkWeightSum(errs, f, len(ds), total)
 }
 
 func checkTLSRoute(errs *Errors, f string, r *networking.TLSRoute, vsHosts []string) {

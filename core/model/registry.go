@@ -30,6 +30,9 @@ type Registry struct {
 	mu        sync.RWMutex
 	alloc     *Allocator
 	entries   map[config.Key]*networking.ServiceEntry
+	// selectors indexes the ServiceEntries with a workloadSelector by
+	// namespace, so a workload change looks only at its namespace's.
+	selectors map[string]map[config.Key]map[string]string
 	services  map[config.Key][]*Service // by ServiceEntry
 	byHost    map[ServiceKey][]config.Key
 	workloads map[config.Key]*WorkloadInstance
@@ -41,7 +44,7 @@ type Registry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry(alloc *Allocator) *Registry {
 	return &Registry{
-		alloc: alloc, entries: map[config.Key]*networking.ServiceEntry{},
+		alloc: alloc, entries: map[config.Key]*networking.ServiceEntry{}, selectors: map[string]map[config.Key]map[string]string{},
 		services: map[config.Key][]*Service{}, byHost: map[ServiceKey][]config.Key{},
 		workloads: map[config.Key]*WorkloadInstance{}, wlByNS: map[string]map[config.Key]*WorkloadInstance{},
 		endpoints: NewEndpointIndex(),
@@ -144,6 +147,7 @@ func (r *Registry) applyServiceEntry(k config.Key, c *config.Config, ch Change) 
 	} else {
 		delete(r.entries, k)
 	}
+	r.indexSelector(k, c)
 	oldByHost := map[string]*Service{}
 	for _, s := range old {
 		oldByHost[s.Hostname] = s
@@ -207,16 +211,31 @@ func (r *Registry) setWorkload(k config.Key, w *WorkloadInstance) {
 // the old or the new labels of a workload.
 func (r *Registry) selectingEntries(ns string, old, nu *WorkloadInstance) map[config.Key]bool {
 	out := map[config.Key]bool{}
-	for seKey, se := range r.entries {
-		if seKey.Namespace != ns || se.GetWorkloadSelector() == nil {
-			continue
-		}
-		sel := se.GetWorkloadSelector().GetLabels()
+	for seKey, sel := range r.selectors[ns] {
 		if (old != nil && matches(sel, old.Labels)) || (nu != nil && matches(sel, nu.Labels)) {
 			out[seKey] = true
 		}
 	}
 	return out
+}
+
+func (r *Registry) indexSelector(k config.Key, c *config.Config) {
+	var sel map[string]string
+	if c != nil {
+		if ws := c.Spec.(*networking.ServiceEntry).GetWorkloadSelector(); ws != nil {
+			sel = ws.GetLabels()
+		}
+	}
+	if sel == nil {
+		delete(r.selectors[k.Namespace], k)
+		return
+	}
+	m := r.selectors[k.Namespace]
+	if m == nil {
+		m = map[config.Key]map[string]string{}
+		r.selectors[k.Namespace] = m
+	}
+	m[k] = sel
 }
 
 func matches(selector, labels map[string]string) bool {

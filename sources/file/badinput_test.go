@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/sources/file"
@@ -78,20 +79,26 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// checkProblem waits for the problem: a writer that truncates and then
+// writes can show a passing "file is empty" first.
 func checkProblem(t *testing.T, r *running, path string, line int, reason string) {
 	t.Helper()
-	for _, p := range r.agg.Problems() {
-		if p.Origin != path {
-			continue
+	re := regexp.MustCompile(reason)
+	found := func() bool {
+		for _, p := range r.agg.Problems() {
+			if p.Origin == path && (line == 0 || p.Line == line) && re.MatchString(p.Error) {
+				return true
+			}
 		}
-		if line != 0 && p.Line != line {
-			continue
-		}
-		if regexp.MustCompile(reason).MatchString(p.Error) {
-			return
-		}
+		return false
 	}
-	t.Fatalf("no problem for %s line %d matching %q; problems: %+v", path, line, reason, r.agg.Problems())
+	deadline := time.Now().Add(10 * time.Second)
+	for !found() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no problem for %s line %d matching %q; problems: %+v", path, line, reason, r.agg.Problems())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func TestDuplicateAcrossFiles(t *testing.T) {
