@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baremesh/baremesh/nodeagent/internal/leakcheck"
-	"github.com/baremesh/baremesh/nodeagent/internal/nstest"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
+	"github.com/baremesh/baremesh/nodeagent/leakcheck"
+	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m.Run) }

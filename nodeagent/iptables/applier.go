@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 )
@@ -17,6 +18,15 @@ var (
 	ErrNotRoot         = errors.New("not running as root")
 	ErrApply           = errors.New("applying capture rules failed")
 	ErrNotApplied      = errors.New("no capture rules applied yet")
+)
+
+// Backend is the iptables flavour a host uses.
+type Backend string
+
+// Backends.
+const (
+	BackendNFT    Backend = "nft"
+	BackendLegacy Backend = "legacy"
 )
 
 // Runner reads and writes one backend's rules. Implementations must be
@@ -294,4 +304,15 @@ func binaryStem(f Family) string {
 		return "ip6tables"
 	}
 	return "iptables"
+}
+
+// CheckRoot returns an error wrapping ErrNotRoot unless the process runs
+// with effective UID 0.
+func CheckRoot() error { return checkEUID(os.Geteuid()) }
+
+func checkEUID(euid int) error {
+	if euid != 0 {
+		return fmt.Errorf("%w: capture rules need root (CAP_NET_ADMIN); running as uid %d", ErrNotRoot, euid)
+	}
+	return nil
 }

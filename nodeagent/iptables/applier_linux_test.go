@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baremesh/baremesh/nodeagent/internal/nstest"
+	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
 // failingRunner passes calls through but fails the restore of one family.

@@ -4,18 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
-)
-
-// Backend is the iptables flavour a host uses.
-type Backend string
-
-// Backends.
-const (
-	BackendNFT    Backend = "nft"
-	BackendLegacy Backend = "legacy"
 )
 
 // ExecRunner runs the iptables-save and iptables-restore binaries of one
@@ -58,17 +48,6 @@ func (r *ExecRunner) Restore(ctx context.Context, f Family, payload string) erro
 	cmd.Stdin, cmd.Stderr = strings.NewReader(payload), &stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s --noflush: %w: %s", name, err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
-// CheckRoot returns an error wrapping ErrNotRoot unless the process runs
-// with effective UID 0.
-func CheckRoot() error { return checkEUID(os.Geteuid()) }
-
-func checkEUID(euid int) error {
-	if euid != 0 {
-		return fmt.Errorf("%w: capture rules need root (CAP_NET_ADMIN); running as uid %d", ErrNotRoot, euid)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baremesh/baremesh/nodeagent/internal/nstest"
+	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
 // host is a "VM" namespace connected to a "peer" namespace, with one
@@ -168,9 +168,9 @@ func TestTrafficRedirect(t *testing.T) {
 			// Outbound.
 			expect(t, h.vm, "tcp4", "10.77.0.1:9090", "proxy-out orig=10.77.0.1:9090 src=10.77.0.2:")
 			expect(t, h.vm, "tcp6", "[fd77::1]:9090", "proxy-out/6 orig=[fd77::1]:9090 src=[fd77::2]:")
-			expect(t, h.vm, "tcp4", "10.77.0.1:5432", "peer5432")        // excluded port
-			expect(t, h.vm, "tcp4", "10.88.0.1:9090", "peer9090")        // excluded CIDR
-			expect(t, h.vm, "tcp4", "127.0.0.1:8080", "app8080")         // loopback
+			expect(t, h.vm, "tcp4", "10.77.0.1:5432", "peer5432") // excluded port
+			expect(t, h.vm, "tcp4", "10.88.0.1:9090", "peer9090") // excluded CIDR
+			expect(t, h.vm, "tcp4", "127.0.0.1:8080", "app8080")  // loopback
 			out, err := h.vm.RunAs(t, 1337, 1337, "banner", "tcp4", "10.77.0.1:9090")
 			if err != nil || !strings.HasPrefix(out, "peer9090") {
 				t.Errorf("outbound as uid 1337: %q, %v; want it to bypass capture", out, err)

@@ -220,7 +220,7 @@ func (p *Proxy) start(spec ProxySpec, in ProxyInputs) error {
 		out = io.Discard
 	}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = procAttr()
 	if spec.UID != nil || spec.GID != nil {
 		cred := &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid()), NoSetGroups: true}
 		if spec.UID != nil {

@@ -107,7 +107,7 @@ type Reconciler struct {
 
 // Options configure New.
 type Options struct {
-	Interval time.Duration   // between passes; default 10s
+	Interval time.Duration    // between passes; default 10s
 	OnPass   func(NodeStatus) // called after every pass, from Run's goroutine
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baremesh/baremesh/nodeagent/internal/leakcheck"
+	"github.com/baremesh/baremesh/nodeagent/leakcheck"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m.Run) }

@@ -3,8 +3,8 @@ package iptables
 import (
 	"testing"
 
-	"github.com/baremesh/baremesh/nodeagent/internal/leakcheck"
-	"github.com/baremesh/baremesh/nodeagent/internal/nstest"
+	"github.com/baremesh/baremesh/nodeagent/leakcheck"
+	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
 func TestMain(m *testing.M) {

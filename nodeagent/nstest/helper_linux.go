@@ -58,6 +58,9 @@ var (
 	helperErr  error
 )
 
+// HelperBinary returns a copy of the test binary that any user can run.
+func HelperBinary() (string, error) { return helperBinary() }
+
 // helperBinary copies the test binary to a directory other users can read,
 // since the go build cache directory is private to root.
 func helperBinary() (string, error) {

@@ -1,0 +1,98 @@
+// Command baremesh-agent is the host agent: it captures the host's traffic
+// into the local proxy with iptables, keeps the rules in place, supervises
+// the proxy and reports status. All logic lives in nodeagent/agent.
+//
+//	baremesh-agent [-config /etc/baremesh/agent.yaml] [-dry-run]
+//	baremesh-agent uninstall [-config ...] [-dry-run]
+//	baremesh-agent version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/baremesh/baremesh/internal/version"
+	"github.com/baremesh/baremesh/nodeagent/agent"
+	"github.com/baremesh/baremesh/nodeagent/iptables"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && (args[0] == "uninstall" || args[0] == "version" || args[0] == "run") {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("baremesh-agent "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", agent.DefaultConfigPath, "agent configuration file")
+	dryRun := fs.Bool("dry-run", false, "print the iptables-restore payloads instead of applying them")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cmd == "version" {
+		fmt.Fprintln(stdout, version.Version)
+		return 0
+	}
+	cfg, err := agent.Load(*configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "baremesh-agent: %v\n", err)
+		return 1
+	}
+	log := newLogger(cfg.Log, stderr).With("component", "agent")
+	var dry io.Writer
+	if *dryRun {
+		dry = stdout
+	}
+	if cmd == "uninstall" {
+		if err := agent.Uninstall(ctx, log, cfg, dry); err != nil {
+			return fail(stderr, err)
+		}
+		log.Info("capture rules and policy routing removed")
+		return 0
+	}
+	a, err := agent.New(ctx, log, cfg, agent.Options{DryRun: dry})
+	if err != nil {
+		return fail(stderr, err)
+	}
+	log.Info("starting", "version", version.Version, "config", *configPath, "dryRun", *dryRun)
+	if err := a.Run(ctx); err != nil {
+		return fail(stderr, err)
+	}
+	return 0
+}
+
+func fail(stderr io.Writer, err error) int {
+	hint := ""
+	switch {
+	case errors.Is(err, iptables.ErrNotRoot):
+		hint = " (run as root, or use -dry-run to see what would be applied)"
+	case errors.Is(err, iptables.ErrIptablesMissing):
+		hint = " (apt-get install iptables)"
+	}
+	fmt.Fprintf(stderr, "baremesh-agent: %v%s\n", err, hint)
+	return 1
+}
+
+func newLogger(c agent.LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated at load
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
