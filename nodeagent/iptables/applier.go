@@ -118,6 +118,12 @@ func (a *Applier) apply(ctx context.Context, rs *Ruleset) error {
 	payloads := map[Family]string{}
 	for _, f := range fams {
 		out, err := a.run.Save(ctx, f)
+		if err != nil && a.dryRun != nil {
+			// Dry run without the right to read rules (not root): show
+			// the payload for a host that has none of ours.
+			fmt.Fprintf(a.dryRun, "# %s: cannot read current rules (%v); assuming none installed\n", f, err)
+			out, err = "", nil
+		}
 		if err != nil {
 			return fmt.Errorf("%w: reading %s rules: %w", ErrApply, f, err)
 		}
