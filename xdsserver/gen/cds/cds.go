@@ -1,0 +1,91 @@
+// Package cds generates Envoy clusters (CDS) for sidecars, gateways and
+// proxyless gRPC clients: one "outbound|PORT|SUBSET|HOST" cluster per
+// visible service port and DestinationRule subset, typed by the service's
+// resolution (EDS, STRICT_DNS, LOGICAL_DNS, ORIGINAL_DST) and shaped by
+// the DestinationRule's traffic policy; Istio's PassthroughCluster,
+// BlackHoleCluster and InboundPassthroughClusterIpv4; and the proxy's
+// "inbound|PORT||" clusters.
+//
+// It imports core and xdsserver/gen only.
+package cds
+
+import (
+	"fmt"
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+var _ gen.Generator = Generate
+
+// Generate builds the clusters of in.Proxy; with in.Names set, only those
+// (in the order asked, unknown names left out).
+func Generate(in gen.Input) (out []gen.Resource, err error) {
+	if in.Push == nil || in.Proxy == nil {
+		return nil, fmt.Errorf("cds: missing push context or proxy")
+	}
+	v := scope.New(in.Push, in.Proxy)
+	var want map[string]bool
+	if len(in.Names) > 0 {
+		want = make(map[string]bool, len(in.Names))
+		for _, n := range in.Names {
+			want[n] = true
+		}
+	}
+	b := builder{v: v, want: want}
+	for _, svc := range v.Services {
+		for _, p := range svc.Ports {
+			b.service(svc, p)
+		}
+	}
+	if !in.Proxy.Proxyless {
+		b.add(passthrough(), blackhole(), inboundPassthrough())
+		if in.Proxy.Type == gen.SidecarProxy {
+			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
+				b.add(inboundCluster(inst, v))
+			}
+		}
+	}
+	if want != nil {
+		slices.SortStableFunc(b.out, func(x, y gen.Resource) int {
+			return slices.Index(in.Names, x.Name) - slices.Index(in.Names, y.Name)
+		})
+	}
+	return b.out, nil
+}
+
+type builder struct {
+	v    *scope.View
+	want map[string]bool
+	out  []gen.Resource
+}
+
+func (b *builder) add(cs ...*clusterv3.Cluster) {
+	for _, c := range cs {
+		if b.want != nil && !b.want[c.Name] {
+			continue
+		}
+		b.out = append(b.out, gen.Resource{Name: c.Name, Resource: c})
+	}
+}
+
+// service adds the clusters of one service port: the plain one and one
+// per DestinationRule subset.
+func (b *builder) service(svc *model.Service, p model.Port) {
+	dr := b.v.DestinationRule(svc)
+	name := gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname)
+	if b.want == nil || b.want[name] {
+		b.add(outboundCluster(b.v, svc, p, "", nil, scope.Policy(dr, p.Number, "")))
+	}
+	for _, ss := range dr.GetSubsets() {
+		name := gen.ClusterName(gen.Outbound, p.Number, ss.GetName(), svc.Hostname)
+		if b.want != nil && !b.want[name] {
+			continue
+		}
+		b.add(outboundCluster(b.v, svc, p, ss.GetName(), ss.GetLabels(), scope.Policy(dr, p.Number, ss.GetName())))
+	}
+}

@@ -1,0 +1,116 @@
+package cds
+
+import (
+	"strings"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/eds"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// outboundCluster builds "outbound|PORT|SUBSET|HOST".
+func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset string, labels map[string]string, policy *networking.TrafficPolicy) *clusterv3.Cluster {
+	name := gen.ClusterName(gen.Outbound, p.Number, subset, svc.Hostname)
+	c := &clusterv3.Cluster{Name: name, ConnectTimeout: connectTimeout(v, policy)}
+	proxyless := v.Proxy.Proxyless
+	switch {
+	case svc.Resolution == model.ClientSideLB:
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: gen.ADS(), ServiceName: name}
+	case svc.Resolution == model.Passthrough || strings.HasPrefix(svc.Hostname, "*"):
+		if proxyless {
+			return eds0(c) // grpc-go has no ORIGINAL_DST: an empty EDS cluster
+		}
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST}
+		c.LbPolicy = clusterv3.Cluster_CLUSTER_PROVIDED
+		applyPolicy(c, v, p, policy, false)
+		return c
+	default: // DNS
+		typ := clusterv3.Cluster_STRICT_DNS
+		if svc.Resolution == model.DNSRoundRobinLB || proxyless {
+			typ = clusterv3.Cluster_LOGICAL_DNS
+		}
+		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: typ}
+		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
+		c.LoadAssignment = dnsAssignment(v, svc, p, labels, name, policy, typ == clusterv3.Cluster_LOGICAL_DNS)
+	}
+	applyPolicy(c, v, p, policy, true)
+	if !proxyless {
+		c.TransportSocket = transportSocket(v, svc, p, subset, policy.GetTls())
+	}
+	return c
+}
+
+func eds0(c *clusterv3.Cluster) *clusterv3.Cluster {
+	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+	c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: gen.ADS(), ServiceName: c.Name}
+	return c
+}
+
+// dnsAssignment inlines the endpoints of a DNS cluster: the service's
+// endpoint addresses, or the hostname itself when it has none (Istio's
+// ServiceEntry without endpoints). LOGICAL_DNS takes exactly one.
+func dnsAssignment(v *scope.View, svc *model.Service, p model.Port, labels map[string]string, name string, policy *networking.TrafficPolicy, single bool) *endpointv3.ClusterLoadAssignment {
+	cla := eds.LoadAssignment(v, svc, p, labels, name, policy)
+	if len(cla.Endpoints) == 0 {
+		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: gen.SocketAddress(svc.Hostname, p.Number)}},
+		}}}}
+	}
+	if single {
+		first := cla.Endpoints[0]
+		first.LbEndpoints = first.LbEndpoints[:1]
+		first.Priority = 0
+		first.LoadBalancingWeight = nil
+		cla.Endpoints = cla.Endpoints[:1]
+	}
+	return cla
+}
+
+func connectTimeout(v *scope.View, policy *networking.TrafficPolicy) *durationpb.Duration {
+	if d := policy.GetConnectionPool().GetTcp().GetConnectTimeout(); d != nil {
+		return d
+	}
+	if v.Push.Mesh != nil && v.Push.Mesh.GetConnectTimeout() != nil {
+		return v.Push.Mesh.GetConnectTimeout()
+	}
+	return gen.Duration(10 * time.Second)
+}
+
+// http2Options makes upstream connections HTTP/2 (HTTP2, gRPC ports) and
+// carries the connection pool's idle timeout and requests per connection.
+func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxyless bool) map[string]*anypb.Any {
+	h := policy.GetConnectionPool().GetHttp()
+	if proxyless || (!p.Protocol.IsHTTP2() && h.GetIdleTimeout() == nil && h.GetMaxRequestsPerConnection() == 0) {
+		return nil
+	}
+	opts := &httpv3.HttpProtocolOptions{}
+	if h.GetIdleTimeout() != nil || h.GetMaxRequestsPerConnection() > 0 {
+		opts.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: h.GetIdleTimeout()}
+		if n := h.GetMaxRequestsPerConnection(); n > 0 {
+			opts.CommonHttpProtocolOptions.MaxRequestsPerConnection = gen.U32(uint32(n))
+		}
+	}
+	if p.Protocol.IsHTTP2() {
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+		}}
+	} else {
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
+		}}
+	}
+	return map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(opts)}
+}

@@ -1,0 +1,199 @@
+// Package eds generates ClusterLoadAssignments (EDS) for the
+// "outbound|PORT|SUBSET|HOST" clusters a proxy asks for: the service's
+// endpoints on that port, narrowed to the subset's labels, grouped by
+// locality, with weights and health, and with locality priorities for
+// failover when the DestinationRule configures outlier detection.
+//
+// LoadAssignment is also what CDS inlines into DNS clusters. It imports
+// core and xdsserver/gen only.
+package eds
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+var _ gen.Generator = Generate
+
+// Generate answers the cluster names in in.Names. A name that is not an
+// outbound cluster of a visible, client-side load-balanced service is
+// left out (Envoy then keeps waiting, as with istiod). Wildcard requests
+// (no names) answer every such cluster.
+func Generate(in gen.Input) ([]gen.Resource, error) {
+	if in.Push == nil || in.Proxy == nil {
+		return nil, fmt.Errorf("eds: missing push context or proxy")
+	}
+	v := scope.New(in.Push, in.Proxy)
+	names := in.Names
+	if len(names) == 0 {
+		names = allClusters(v)
+	}
+	out := make([]gen.Resource, 0, len(names))
+	for _, name := range names {
+		k, ok := gen.ParseClusterName(name)
+		if !ok || k.Direction != gen.Outbound {
+			continue
+		}
+		svc := v.ServiceFor(k.Host)
+		if svc == nil || svc.Resolution != model.ClientSideLB {
+			continue
+		}
+		p, ok := svc.Port(k.Port)
+		if !ok {
+			continue
+		}
+		dr := v.DestinationRule(svc)
+		var labels map[string]string
+		if k.Subset != "" {
+			ss := scope.Subset(dr, k.Subset)
+			if ss == nil {
+				continue
+			}
+			labels = ss.GetLabels()
+		}
+		cla := LoadAssignment(v, svc, p, labels, name, scope.Policy(dr, p.Number, k.Subset))
+		out = append(out, gen.Resource{Name: name, Resource: cla})
+	}
+	return out, nil
+}
+
+func allClusters(v *scope.View) []string {
+	var out []string
+	for _, svc := range v.Services {
+		if svc.Resolution != model.ClientSideLB {
+			continue
+		}
+		dr := v.DestinationRule(svc)
+		for _, p := range svc.Ports {
+			out = append(out, gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname))
+			for _, ss := range dr.GetSubsets() {
+				out = append(out, gen.ClusterName(gen.Outbound, p.Number, ss.GetName(), svc.Hostname))
+			}
+		}
+	}
+	return out
+}
+
+// LoadAssignment builds the assignment of cluster name: the endpoints of
+// svc on port p whose labels match subset. Endpoints are grouped per
+// locality ("region/zone/subzone") in order of first appearance (the
+// index sorts by address); each locality's weight is the sum of its
+// endpoints' weights. When policy has outlier detection and the proxy's
+// locality is known, localities get Istio's failover priorities: 0 same
+// region, zone and subzone; 1 same zone; 2 same region; 3 elsewhere.
+// Endpoints whose address is not an IP (only DNS clusters have those) are
+// kept as hostnames.
+func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[string]string, name string, policy *networking.TrafficPolicy) *endpointv3.ClusterLoadAssignment {
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	failover := policy.GetOutlierDetection() != nil && v.Proxy.Locality != nil &&
+		(v.Proxy.Locality.GetRegion() != "" || v.Proxy.Locality.GetZone() != "")
+	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	for _, ep := range v.Push.Endpoints.Endpoints(svc.Key()) {
+		if ep.ServicePortName != p.Name || !scope.LabelsMatch(subset, ep.Labels) {
+			continue
+		}
+		if svc.Resolution == model.ClientSideLB {
+			if _, err := netip.ParseAddr(ep.Address); err != nil {
+				continue // EDS needs IPs
+			}
+		}
+		loc := byLocality[ep.Locality]
+		if loc == nil {
+			loc = &endpointv3.LocalityLbEndpoints{Locality: ParseLocality(ep.Locality)}
+			if failover {
+				loc.Priority = priority(v.Proxy.Locality, loc.Locality)
+			}
+			byLocality[ep.Locality] = loc
+			cla.Endpoints = append(cla.Endpoints, loc)
+		}
+		loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(ep))
+		w := ep.Weight
+		if w == 0 {
+			w = 1
+		}
+		if loc.LoadBalancingWeight == nil {
+			loc.LoadBalancingWeight = gen.U32(0)
+		}
+		loc.LoadBalancingWeight.Value += w
+	}
+	if failover {
+		compactPriorities(cla.Endpoints)
+	}
+	return cla
+}
+
+// compactPriorities renumbers priorities 0..n-1 without gaps, which Envoy
+// requires.
+func compactPriorities(locs []*endpointv3.LocalityLbEndpoints) {
+	var used [4]bool
+	for _, l := range locs {
+		used[l.Priority] = true
+	}
+	var remap [4]uint32
+	next := uint32(0)
+	for i, u := range used {
+		if u {
+			remap[i] = next
+			next++
+		}
+	}
+	for _, l := range locs {
+		l.Priority = remap[l.Priority]
+	}
+}
+
+func lbEndpoint(ep *model.Endpoint) *endpointv3.LbEndpoint {
+	status := corev3.HealthStatus_HEALTHY
+	if !ep.Healthy {
+		status = corev3.HealthStatus_UNHEALTHY
+	}
+	w := ep.Weight
+	if w == 0 {
+		w = 1
+	}
+	return &endpointv3.LbEndpoint{
+		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: gen.SocketAddress(ep.Address, ep.Port),
+		}},
+		HealthStatus:        status,
+		LoadBalancingWeight: gen.U32(w),
+	}
+}
+
+// ParseLocality splits "region/zone/subzone" (parts may be missing); an
+// empty string gives nil.
+func ParseLocality(s string) *corev3.Locality {
+	if s == "" {
+		return nil
+	}
+	parts := strings.SplitN(s, "/", 3)
+	l := &corev3.Locality{Region: parts[0]}
+	if len(parts) > 1 {
+		l.Zone = parts[1]
+	}
+	if len(parts) > 2 {
+		l.SubZone = parts[2]
+	}
+	return l
+}
+
+func priority(proxy, ep *corev3.Locality) uint32 {
+	switch {
+	case ep == nil || proxy.GetRegion() != ep.GetRegion():
+		return 3
+	case proxy.GetZone() != ep.GetZone():
+		return 2
+	case proxy.GetSubZone() != ep.GetSubZone():
+		return 1
+	}
+	return 0
+}

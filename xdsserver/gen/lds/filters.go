@@ -1,0 +1,84 @@
+package lds
+
+import (
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
+	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/rds"
+)
+
+// Well-known filter names.
+const (
+	hcmName           = "envoy.filters.network.http_connection_manager"
+	tcpProxyName      = "envoy.filters.network.tcp_proxy"
+	routerName        = "envoy.filters.http.router"
+	tlsInspectorName  = "envoy.filters.listener.tls_inspector"
+	httpInspectorName = "envoy.filters.listener.http_inspector"
+	originalDstName   = "envoy.filters.listener.original_dst"
+)
+
+func routerFilter() *hcmv3.HttpFilter {
+	return &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{})}}
+}
+
+func faultFilter() *hcmv3.HttpFilter {
+	return &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
+}
+
+// hcmRDS is an HTTP connection manager fetching route config name over
+// ADS, with Istio's sidecar filters: fault injection, then the router.
+func hcmRDS(statPrefix, routeName string, filters ...*hcmv3.HttpFilter) *hcmv3.HttpConnectionManager {
+	if filters == nil {
+		filters = []*hcmv3.HttpFilter{faultFilter(), routerFilter()}
+	}
+	return &hcmv3.HttpConnectionManager{
+		StatPrefix: statPrefix,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource: gen.ADS(), RouteConfigName: routeName,
+		}},
+		HttpFilters: filters,
+	}
+}
+
+// hcmInline is an HTTP connection manager with an inline route config
+// and only the router filter.
+func hcmInline(statPrefix string, rc *routev3.RouteConfiguration) *hcmv3.HttpConnectionManager {
+	return &hcmv3.HttpConnectionManager{
+		StatPrefix:     statPrefix,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: rc},
+		HttpFilters:    []*hcmv3.HttpFilter{routerFilter()},
+	}
+}
+
+func hcmFilter(h *hcmv3.HttpConnectionManager) *listenerv3.Filter {
+	return &listenerv3.Filter{Name: hcmName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: gen.MustAny(h)}}
+}
+
+// tcpProxy forwards to cluster.
+func tcpProxy(statPrefix, cluster string) *listenerv3.Filter {
+	return tcpProxyTo(&tcpproxyv3.TcpProxy{StatPrefix: statPrefix, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}})
+}
+
+func tcpProxyTo(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
+	return &listenerv3.Filter{Name: tcpProxyName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: gen.MustAny(tp)}}
+}
+
+func tlsInspector() *listenerv3.ListenerFilter {
+	return &listenerv3.ListenerFilter{Name: tlsInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&tlsinspectorv3.TlsInspector{})}}
+}
+
+func httpInspector() *listenerv3.ListenerFilter {
+	return &listenerv3.ListenerFilter{Name: httpInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&httpinspectorv3.HttpInspector{})}}
+}
+
+func originalDst() *listenerv3.ListenerFilter {
+	return &listenerv3.ListenerFilter{Name: originalDstName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&originaldstv3.OriginalDst{})}}
+}

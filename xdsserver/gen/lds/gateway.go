@@ -1,0 +1,179 @@
+package lds
+
+import (
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+// gatewayListeners builds a router's listeners: "0.0.0.0_PORT" per
+// server port, bound. HTTP servers share one chain (RDS "http.PORT");
+// HTTPS servers terminated here get a chain per server matched by SNI on
+// its hosts, with a DownstreamTlsContext (SDS secret credentialName over
+// ADS, or certificate files) and RDS "https.PORT.NAME.GW.NS"; TLS
+// passthrough servers get a tcp_proxy chain per VirtualService TLS route
+// (by SNI); TCP servers a tcp_proxy to the first bound TCP route. A chain
+// whose match another chain already has is dropped (first wins).
+func gatewayListeners(v *scope.View) []*listenerv3.Listener {
+	ports, byPort := scope.GatewayServers(v.Push, v.Proxy)
+	vsByGW := map[string][]*config.Config{}
+	vss := v.Push.Configs(config.VirtualService)
+	for i := range vss {
+		for _, gw := range vss[i].Spec.(*networking.VirtualService).GetGateways() {
+			if !strings.Contains(gw, "/") {
+				gw = vss[i].Namespace + "/" + gw
+			}
+			vsByGW[gw] = append(vsByGW[gw], &vss[i])
+		}
+	}
+	var out []*listenerv3.Listener
+	for _, port := range ports {
+		l := &listenerv3.Listener{Name: gen.ListenerName("0.0.0.0", port), Address: gen.SocketAddress("0.0.0.0", port), TrafficDirection: corev3.TrafficDirection_OUTBOUND}
+		seen := map[string]bool{}
+		add := func(fc *listenerv3.FilterChain) {
+			key := strings.Join(fc.GetFilterChainMatch().GetServerNames(), ",")
+			if seen[key] {
+				return
+			}
+			seen[key] = true
+			l.FilterChains = append(l.FilterChains, fc)
+		}
+		tls := false
+		for _, s := range byPort[port] {
+			stat := "outbound_0.0.0.0_" + gen.PortName(port)
+			switch {
+			case strings.HasPrefix(s.RouteName, "http."):
+				add(&listenerv3.FilterChain{Filters: []*listenerv3.Filter{hcmFilter(hcmRDS(stat, s.RouteName))}})
+			case s.RouteName != "":
+				tls = true
+				add(&listenerv3.FilterChain{
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: serverNames(s.Server.GetHosts())},
+					TransportSocket:  downstreamTLS(s.Server.GetTls()),
+					Filters:          []*listenerv3.Filter{hcmFilter(hcmRDS(stat, s.RouteName))},
+				})
+			default:
+				tls = tls || s.Server.GetTls() != nil
+				for _, fc := range l4Chains(v, s, vsByGW[s.Gateway], stat) {
+					add(fc)
+				}
+			}
+		}
+		if len(l.FilterChains) == 0 {
+			continue
+		}
+		if tls {
+			l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// serverNames are a server's hosts without their namespace part; nil
+// when one is "*" (any SNI).
+func serverNames(hosts []string) []string {
+	var out []string
+	for _, h := range hosts {
+		if i := strings.IndexByte(h, '/'); i >= 0 {
+			h = h[i+1:]
+		}
+		if h == "*" {
+			return nil
+		}
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func downstreamTLS(t *networking.ServerTLSSettings) *corev3.TransportSocket {
+	common := &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2", "http/1.1"}}
+	if cred := t.GetCredentialName(); cred != "" {
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: cred, SdsConfig: gen.ADS()}}
+	} else if t.GetServerCertificate() != "" {
+		common.TlsCertificates = []*tlsv3.TlsCertificate{{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: t.GetServerCertificate()}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: t.GetPrivateKey()}},
+		}}
+	}
+	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
+	if t.GetMode() == networking.ServerTLSSettings_MUTUAL {
+		ctx.RequireClientCertificate = gen.Bool(true)
+		if ca := t.GetCaCertificates(); ca != "" {
+			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ca}},
+			}}
+		} else if cred := t.GetCredentialName(); cred != "" {
+			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: cred + "-cacert", SdsConfig: gen.ADS()}}
+		}
+	}
+	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
+}
+
+// l4Chains are the chains of a TLS passthrough or TCP server: one per
+// TLS route (SNI) or the first TCP route of the VirtualServices bound to
+// the server's gateway whose hosts the server selects.
+func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, stat string) []*listenerv3.FilterChain {
+	port := s.Server.GetPort().GetNumber()
+	var out []*listenerv3.FilterChain
+	dest := func(ns string, d *networking.Destination) string {
+		host := v.FQDN(d.GetHost(), ns)
+		p := d.GetPort().GetNumber()
+		if svc := v.ServiceFor(host); svc != nil && p == 0 {
+			if dp, ok := scope.DestinationPort(svc, 0, port); ok {
+				p = dp.Number
+			}
+		}
+		if p == 0 {
+			p = port
+		}
+		return gen.ClusterName(gen.Outbound, p, d.GetSubset(), host)
+	}
+	for _, c := range vss {
+		vs := c.Spec.(*networking.VirtualService)
+		if !slices.ContainsFunc(vs.GetHosts(), func(h string) bool { return serverSelects(s, c.Namespace, v.FQDN(h, c.Namespace)) }) {
+			continue
+		}
+		if s.Server.GetTls() != nil {
+			for _, r := range vs.GetTls() {
+				for _, m := range r.GetMatch() {
+					if (m.GetPort() != 0 && m.GetPort() != port) || len(r.GetRoute()) == 0 {
+						continue
+					}
+					names := slices.Clone(m.GetSniHosts())
+					slices.Sort(names)
+					out = append(out, &listenerv3.FilterChain{
+						FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: names},
+						Filters:          []*listenerv3.Filter{tcpProxy(stat, dest(c.Namespace, r.GetRoute()[0].GetDestination()))},
+					})
+				}
+			}
+			continue
+		}
+		for _, r := range vs.GetTcp() {
+			if len(r.GetRoute()) > 0 {
+				return append(out, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxy(stat, dest(c.Namespace, r.GetRoute()[0].GetDestination()))}})
+			}
+		}
+	}
+	return out
+}
+
+func serverSelects(s scope.GatewayServer, vsNS, host string) bool {
+	for _, sh := range s.Server.GetHosts() {
+		if scope.ServerHostMatch(sh, s.Namespace, vsNS, host) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,159 @@
+package lds
+
+import (
+	"slices"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+// outboundListeners builds one listener per service port, Istio's way:
+// "0.0.0.0_PORT" for HTTP (RDS "PORT", shared by every HTTP service on
+// the port), "ADDR_PORT" for TCP, TLS and auto-detected ports of services
+// with an address, "0.0.0.0_PORT" for those without. They do not bind:
+// virtualOutbound hands connections to them. When two services claim the
+// same listener, the first (snapshot order) wins, except that TLS
+// services without an address share one listener by SNI. Listeners are
+// sorted by name.
+func outboundListeners(v *scope.View) []*listenerv3.Listener {
+	byName := map[string]*listenerv3.Listener{}
+	sni := map[string][]string{} // listener name -> server names used
+	var out []*listenerv3.Listener
+	newListener := func(addr string, port uint32) (*listenerv3.Listener, bool) {
+		name := gen.ListenerName(addr, port)
+		if l := byName[name]; l != nil {
+			return l, false
+		}
+		l := &listenerv3.Listener{
+			Name: name, Address: gen.SocketAddress(addr, port), BindToPort: gen.Bool(false),
+			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		}
+		byName[name] = l
+		out = append(out, l)
+		return l, true
+	}
+	for _, svc := range v.Services {
+		addr := scope.ServiceAddress(svc)
+		for _, p := range svc.Ports {
+			cluster := gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname)
+			stat := "outbound|" + gen.PortName(p.Number) + "||" + svc.Hostname
+			switch scope.ListenerProtocol(svc, p) {
+			case scope.ListenHTTP:
+				if l, fresh := newListener("0.0.0.0", p.Number); fresh {
+					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
+						hcmFilter(hcmRDS("outbound_0.0.0.0_"+gen.PortName(p.Number), gen.PortName(p.Number))),
+					}}}
+				}
+			case scope.ListenTCP:
+				if addr == "" {
+					addr = "0.0.0.0"
+				}
+				if l, fresh := newListener(addr, p.Number); fresh {
+					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat, cluster))}}}
+				}
+			case scope.ListenTLS:
+				shared := addr == ""
+				if shared {
+					addr = "0.0.0.0"
+				}
+				l, fresh := newListener(addr, p.Number)
+				if fresh {
+					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
+					if !shared {
+						l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxy(stat, cluster)}}
+					} else {
+						l.DefaultFilterChain = &listenerv3.FilterChain{Name: gen.PassthroughCluster, Filters: []*listenerv3.Filter{tcpProxy(gen.PassthroughCluster, gen.PassthroughCluster)}}
+					}
+				}
+				if !fresh && !shared {
+					continue
+				}
+				if slices.Contains(sni[l.Name], svc.Hostname) {
+					continue
+				}
+				sni[l.Name] = append(sni[l.Name], svc.Hostname)
+				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+					Name:             stat,
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}},
+					Filters:          []*listenerv3.Filter{tcpProxy(stat, cluster)},
+				})
+			case scope.ListenAuto:
+				if l, fresh := newListener(addr, p.Number); fresh {
+					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector(), httpInspector()}
+					l.FilterChains = []*listenerv3.FilterChain{{
+						Name:             stat + "-http",
+						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: []string{"http/1.1", "h2c"}},
+						Filters:          []*listenerv3.Filter{hcmFilter(hcmRDS("outbound_"+addr+"_"+gen.PortName(p.Number), gen.HostPort(svc.Hostname, p.Number)))},
+					}}
+					l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat, cluster))}}
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *listenerv3.Listener) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// tcpRoute is the tcp_proxy for a service port: the first TCP route of
+// its VirtualService that applies (port, source labels), with weighted
+// destinations; else straight to the service's cluster.
+func tcpRoute(v *scope.View, svc *model.Service, p model.Port, stat, cluster string) *tcpproxyv3.TcpProxy {
+	tp := &tcpproxyv3.TcpProxy{StatPrefix: stat, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
+	c := v.VirtualServiceFor(v.VirtualServices, svc.Hostname)
+	if c == nil {
+		return tp
+	}
+	for _, r := range c.Spec.(*networking.VirtualService).GetTcp() {
+		if !tcpApplies(v, r.GetMatch(), p.Number) || len(r.GetRoute()) == 0 {
+			continue
+		}
+		name := func(d *networking.Destination) string {
+			host := v.FQDN(d.GetHost(), c.Namespace)
+			port := d.GetPort().GetNumber()
+			if port == 0 {
+				port = p.Number
+				if ds := v.ServiceFor(host); ds != nil {
+					if dp, ok := scope.DestinationPort(ds, 0, p.Number); ok {
+						port = dp.Number
+					}
+				}
+			}
+			return gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
+		}
+		if len(r.GetRoute()) == 1 {
+			tp.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: name(r.GetRoute()[0].GetDestination())}
+			return tp
+		}
+		wc := &tcpproxyv3.TcpProxy_WeightedCluster{}
+		for _, d := range r.GetRoute() {
+			if d.GetWeight() > 0 {
+				wc.Clusters = append(wc.Clusters, &tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{Name: name(d.GetDestination()), Weight: uint32(d.GetWeight())})
+			}
+		}
+		if len(wc.Clusters) > 0 {
+			tp.ClusterSpecifier = &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}
+		}
+		return tp
+	}
+	return tp
+}
+
+func tcpApplies(v *scope.View, ms []*networking.L4MatchAttributes, port uint32) bool {
+	if len(ms) == 0 {
+		return true
+	}
+	for _, m := range ms {
+		if (m.GetPort() == 0 || m.GetPort() == port) && scope.LabelsMatch(m.GetSourceLabels(), v.Proxy.Labels) &&
+			(len(m.GetGateways()) == 0 || slices.Contains(m.GetGateways(), "mesh")) {
+			return true
+		}
+	}
+	return false
+}

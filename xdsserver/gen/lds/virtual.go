@@ -1,0 +1,72 @@
+package lds
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+// virtualOutbound is the listener iptables sends outbound traffic to: it
+// hands each connection to the listener of its original destination, and
+// sends what none claims to the PassthroughCluster (BlackHoleCluster
+// under REGISTRY_ONLY).
+func virtualOutbound(v *scope.View) *listenerv3.Listener {
+	cluster := gen.PassthroughCluster
+	if m := v.Push.Mesh; m != nil && m.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
+		cluster = gen.BlackHoleCluster
+	}
+	return &listenerv3.Listener{
+		Name: gen.VirtualOutboundListener, Address: gen.SocketAddress("0.0.0.0", gen.VirtualOutboundPort),
+		UseOriginalDst: gen.Bool(true), TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		FilterChains: []*listenerv3.FilterChain{{Name: "PassthroughFilterChain", Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}}},
+	}
+}
+
+// virtualInbound is the listener iptables sends inbound traffic to: one
+// filter chain per port the workload serves (by destination port; HTTP
+// ports through an HTTP connection manager with an inline route to
+// "inbound|PORT||", others through tcp_proxy), the rest passed through
+// to the original destination from 127.0.0.6. Auto-detected inbound
+// ports are served as TCP.
+func virtualInbound(v *scope.View) *listenerv3.Listener {
+	l := &listenerv3.Listener{
+		Name: gen.VirtualInboundListener, Address: gen.SocketAddress("0.0.0.0", gen.VirtualInboundPort),
+		UseOriginalDst: gen.Bool(true), TrafficDirection: corev3.TrafficDirection_INBOUND,
+		ListenerFilters: []*listenerv3.ListenerFilter{originalDst()},
+		DefaultFilterChain: &listenerv3.FilterChain{Name: "InboundPassthroughFilterChain", Filters: []*listenerv3.Filter{
+			tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster),
+		}},
+	}
+	for _, inst := range scope.Inbound(v.Push, v.Proxy) {
+		cluster := gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")
+		fc := &listenerv3.FilterChain{
+			Name:             cluster,
+			FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: gen.U32(inst.TargetPort)},
+		}
+		stat := "inbound_0.0.0.0_" + gen.PortName(inst.TargetPort)
+		if inst.Port.Protocol.IsHTTP() {
+			fc.Filters = []*listenerv3.Filter{hcmFilter(hcmInline(stat, inboundRoute(cluster, inst)))}
+		} else {
+			fc.Filters = []*listenerv3.Filter{tcpProxy(stat, cluster)}
+		}
+		l.FilterChains = append(l.FilterChains, fc)
+	}
+	return l
+}
+
+func inboundRoute(cluster string, inst scope.Instance) *routev3.RouteConfiguration {
+	return &routev3.RouteConfiguration{Name: cluster, ValidateClusters: gen.Bool(false), VirtualHosts: []*routev3.VirtualHost{{
+		Name: "inbound|http|" + gen.PortName(inst.Port.Number), Domains: []string{"*"},
+		Routes: []*routev3.Route{{
+			Name:  "default",
+			Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
+				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}, Timeout: gen.Duration(0),
+			}},
+		}},
+	}}}
+}

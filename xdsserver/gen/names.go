@@ -1,0 +1,82 @@
+package gen
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Names of the clusters every Envoy proxy has, as Istio names them.
+const (
+	PassthroughCluster        = "PassthroughCluster"
+	BlackHoleCluster          = "BlackHoleCluster"
+	InboundPassthroughCluster = "InboundPassthroughClusterIpv4"
+)
+
+// Names of listeners and ports Istio uses.
+const (
+	VirtualOutboundListener = "virtualOutbound"
+	VirtualInboundListener  = "virtualInbound"
+	VirtualOutboundPort     = 15001
+	VirtualInboundPort      = 15006
+)
+
+// Direction is the first field of a cluster name.
+type Direction string
+
+// Directions.
+const (
+	Outbound Direction = "outbound"
+	Inbound  Direction = "inbound"
+)
+
+// ClusterName builds Istio's "DIRECTION|PORT|SUBSET|HOST" cluster name.
+// Inbound clusters carry only the port: "inbound|8080||".
+func ClusterName(dir Direction, port uint32, subset, host string) string {
+	return string(dir) + "|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
+}
+
+// ClusterKey is a parsed cluster name.
+type ClusterKey struct {
+	Direction Direction
+	Port      uint32
+	Subset    string
+	Host      string
+}
+
+// ParseClusterName splits a name made by ClusterName; ok is false for any
+// other name (PassthroughCluster and the like).
+func ParseClusterName(name string) (ClusterKey, bool) {
+	parts := strings.Split(name, "|")
+	if len(parts) != 4 {
+		return ClusterKey{}, false
+	}
+	if parts[0] != string(Outbound) && parts[0] != string(Inbound) {
+		return ClusterKey{}, false
+	}
+	p, err := strconv.ParseUint(parts[1], 10, 32)
+	if err != nil {
+		return ClusterKey{}, false
+	}
+	return ClusterKey{Direction: Direction(parts[0]), Port: uint32(p), Subset: parts[2], Host: parts[3]}, true
+}
+
+// GRPCServerListenerPrefix starts the LDS name a proxyless gRPC server asks
+// for: "grpc/server?xds.resource.listening_address=IP:PORT".
+const GRPCServerListenerPrefix = "grpc/server?xds.resource.listening_address="
+
+// HostPort joins a host and a port as "host:port" (IPv6 hosts bracketed).
+func HostPort(host string, port uint32) string {
+	if strings.IndexByte(host, ':') >= 0 {
+		return "[" + host + "]:" + strconv.FormatUint(uint64(port), 10)
+	}
+	return host + ":" + strconv.FormatUint(uint64(port), 10)
+}
+
+// ListenerName is Istio's "ADDR_PORT" listener name.
+func ListenerName(addr string, port uint32) string {
+	return addr + "_" + strconv.FormatUint(uint64(port), 10)
+}
+
+// PortName is a port number as a string, the name of a sidecar's
+// per-port outbound route configuration ("80").
+func PortName(port uint32) string { return strconv.FormatUint(uint64(port), 10) }

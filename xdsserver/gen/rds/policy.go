@@ -1,0 +1,216 @@
+package rds
+
+import (
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+// FaultFilterName is the HTTP fault filter's name, the key of its
+// per-route config.
+const FaultFilterName = "envoy.filters.http.fault"
+
+// Istio's default retry policy for Envoy routes.
+const defaultRetryOn = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+
+func defaultRetry() *routev3.RetryPolicy {
+	return &routev3.RetryPolicy{
+		RetryOn: defaultRetryOn, NumRetries: gen.U32(2),
+		RetryHostPredicate: []*routev3.RetryPolicy_RetryHostPredicate{{
+			Name:       "envoy.retry_host_predicates.previous_hosts",
+			ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: gen.MustAny(&previoushostsv3.PreviousHostsPredicate{})},
+		}},
+		HostSelectionRetryMaxAttempts: 5,
+	}
+}
+
+// retry maps HTTPRetry for Envoy: nil keeps Istio's default policy, zero
+// attempts disables retries.
+func retry(r *networking.HTTPRetry) *routev3.RetryPolicy {
+	if r == nil {
+		return defaultRetry()
+	}
+	if r.GetAttempts() <= 0 {
+		return nil
+	}
+	p := defaultRetry()
+	p.NumRetries = gen.U32(uint32(r.GetAttempts()))
+	if on := r.GetRetryOn(); on != "" {
+		p.RetryOn = on
+	}
+	p.PerTryTimeout = r.GetPerTryTimeout()
+	if r.GetRetryIgnorePreviousHosts() != nil && !r.GetRetryIgnorePreviousHosts().GetValue() {
+		p.RetryHostPredicate, p.HostSelectionRetryMaxAttempts = nil, 0
+	}
+	return p
+}
+
+// grpcRetryOn are the retry conditions grpc-go implements.
+var grpcRetryOn = map[string]bool{"cancelled": true, "deadline-exceeded": true, "internal": true, "resource-exhausted": true, "unavailable": true}
+
+// grpcRetry maps HTTPRetry for proxyless gRPC: only when retries are
+// configured, with the conditions grpc-go knows ("unavailable" if none
+// of the given ones is).
+func grpcRetry(r *networking.HTTPRetry) *routev3.RetryPolicy {
+	if r == nil || r.GetAttempts() <= 0 {
+		return nil
+	}
+	var on []string
+	for _, c := range strings.Split(r.GetRetryOn(), ",") {
+		if c = strings.TrimSpace(c); grpcRetryOn[c] {
+			on = append(on, c)
+		}
+	}
+	if len(on) == 0 {
+		on = []string{"unavailable"}
+	}
+	return &routev3.RetryPolicy{RetryOn: strings.Join(on, ","), NumRetries: gen.U32(uint32(r.GetAttempts())), PerTryTimeout: r.GetPerTryTimeout()}
+}
+
+// percent is an Istio percentage as a fraction per million (def percent
+// when unset).
+func percent(p *networking.Percent, def float64) *typev3.FractionalPercent {
+	v := def
+	if p != nil {
+		v = p.GetValue()
+	}
+	return &typev3.FractionalPercent{Numerator: uint32(v * 10000), Denominator: typev3.FractionalPercent_MILLION}
+}
+
+// fault is the per-route config of the fault filter.
+func fault(f *networking.HTTPFaultInjection) *faultv3.HTTPFault {
+	out := &faultv3.HTTPFault{}
+	if d := f.GetDelay(); d != nil {
+		fd := &faultcommonv3.FaultDelay{Percentage: percent(d.GetPercentage(), 100)}
+		if d.GetPercentage() == nil && d.GetPercent() > 0 { //nolint:staticcheck // deprecated, still honoured
+			fd.Percentage = &typev3.FractionalPercent{Numerator: uint32(d.GetPercent()), Denominator: typev3.FractionalPercent_HUNDRED}
+		}
+		if fixed := d.GetFixedDelay(); fixed != nil {
+			fd.FaultDelaySecifier = &faultcommonv3.FaultDelay_FixedDelay{FixedDelay: fixed}
+		}
+		out.Delay = fd
+	}
+	if a := f.GetAbort(); a != nil {
+		fa := &faultv3.FaultAbort{Percentage: percent(a.GetPercentage(), 100)}
+		switch {
+		case a.GetGrpcStatus() != "":
+			fa.ErrorType = &faultv3.FaultAbort_GrpcStatus{GrpcStatus: grpcCode(a.GetGrpcStatus())}
+		default:
+			fa.ErrorType = &faultv3.FaultAbort_HttpStatus{HttpStatus: uint32(a.GetHttpStatus())}
+		}
+		out.Abort = fa
+	}
+	return out
+}
+
+// grpcCodes maps gRPC status names to codes.
+var grpcCodes = map[string]uint32{
+	"OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
+	"ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9,
+	"ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
+	"DATA_LOSS": 15, "UNAUTHENTICATED": 16,
+}
+
+func grpcCode(s string) uint32 {
+	if c, ok := grpcCodes[strings.ToUpper(s)]; ok {
+		return c
+	}
+	return 2 // UNKNOWN
+}
+
+var redirectCodes = map[uint32]routev3.RedirectAction_RedirectResponseCode{
+	301: routev3.RedirectAction_MOVED_PERMANENTLY, 302: routev3.RedirectAction_FOUND,
+	303: routev3.RedirectAction_SEE_OTHER, 307: routev3.RedirectAction_TEMPORARY_REDIRECT,
+	308: routev3.RedirectAction_PERMANENT_REDIRECT,
+}
+
+func redirect(r *networking.HTTPRedirect) *routev3.RedirectAction {
+	ra := &routev3.RedirectAction{HostRedirect: r.GetAuthority(), ResponseCode: redirectCodes[r.GetRedirectCode()]}
+	if u := r.GetUri(); u != "" {
+		ra.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: u}
+	}
+	if s := r.GetScheme(); s != "" {
+		ra.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: s}
+	}
+	if p := r.GetPort(); p != 0 {
+		ra.PortRedirect = p
+	}
+	return ra
+}
+
+func directResponse(d *networking.HTTPDirectResponse) *routev3.DirectResponseAction {
+	out := &routev3.DirectResponseAction{Status: d.GetStatus()}
+	switch b := d.GetBody().GetSpecifier().(type) {
+	case *networking.HTTPBody_String_:
+		out.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: b.String_}}
+	case *networking.HTTPBody_Bytes:
+		out.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b.Bytes}}
+	}
+	return out
+}
+
+// applyHeaders sets the route's request and response header operations.
+func applyHeaders(r *routev3.Route, h *networking.Headers) {
+	if h == nil {
+		return
+	}
+	r.RequestHeadersToAdd = headerOps(h.GetRequest())
+	r.RequestHeadersToRemove = h.GetRequest().GetRemove()
+	r.ResponseHeadersToAdd = headerOps(h.GetResponse())
+	r.ResponseHeadersToRemove = h.GetResponse().GetRemove()
+}
+
+func headerOps(ops *networking.Headers_HeaderOperations) []*corev3.HeaderValueOption {
+	var out []*corev3.HeaderValueOption
+	for _, k := range sortedKeys(ops.GetSet()) {
+		out = append(out, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: ops.GetSet()[k]}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD})
+	}
+	for _, k := range sortedKeys(ops.GetAdd()) {
+		out = append(out, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: ops.GetAdd()[k]}, AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD})
+	}
+	return out
+}
+
+// hashPolicy is the route hash policy a DestinationRule's consistent
+// hash asks for, for the destination host, port and subset.
+func (b *routeBuilder) hashPolicy(host string, port uint32, subset string) []*routev3.RouteAction_HashPolicy {
+	svc := b.v.ServiceFor(host)
+	if svc == nil {
+		return nil
+	}
+	dr := b.v.DestinationRule(svc)
+	if dr == nil {
+		return nil
+	}
+	ch := scope.Policy(dr, port, subset).GetLoadBalancer().GetConsistentHash()
+	if ch == nil {
+		return nil
+	}
+	hp := &routev3.RouteAction_HashPolicy{}
+	switch {
+	case ch.GetHttpHeaderName() != "":
+		hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_Header_{Header: &routev3.RouteAction_HashPolicy_Header{HeaderName: ch.GetHttpHeaderName()}}
+	case ch.GetHttpCookie() != nil:
+		c := ch.GetHttpCookie()
+		hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_Cookie_{Cookie: &routev3.RouteAction_HashPolicy_Cookie{Name: c.GetName(), Path: c.GetPath(), Ttl: c.GetTtl()}}
+	case ch.GetUseSourceIp():
+		if b.proxyless {
+			return nil // grpc-go hashes on headers and filter state only
+		}
+		hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_ConnectionProperties_{ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true}}
+	case ch.GetHttpQueryParameterName() != "":
+		hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_QueryParameter_{QueryParameter: &routev3.RouteAction_HashPolicy_QueryParameter{Name: ch.GetHttpQueryParameterName()}}
+	default:
+		return nil
+	}
+	return []*routev3.RouteAction_HashPolicy{hp}
+}

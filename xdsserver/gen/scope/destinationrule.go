@@ -1,0 +1,93 @@
+package scope
+
+import (
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+)
+
+// DestinationRule returns the DestinationRule for svc as the proxy sees
+// it: looked up in the proxy's namespace, then the service's, then the
+// root namespace (Istio's order); in each, an exact host beats the most
+// specific wildcard; exportTo is honoured. Nil if none.
+func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
+	for _, ns := range []string{v.Proxy.Namespace, svc.Namespace, RootNamespace(v.Push)} {
+		var best *networking.DestinationRule
+		for _, c := range v.Push.ConfigsIn(config.DestinationRule, ns) {
+			dr := c.Spec.(*networking.DestinationRule)
+			if !Exported(dr.GetExportTo(), c.Namespace, v.Proxy.Namespace) {
+				continue
+			}
+			h := dr.GetHost()
+			if h == svc.Hostname {
+				return dr
+			}
+			if strings.HasPrefix(h, "*") && HostMatch(h, svc.Hostname) && (best == nil || len(h) > len(best.GetHost())) {
+				best = dr
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
+}
+
+// Subset returns the subset of dr named name, or nil.
+func Subset(dr *networking.DestinationRule, name string) *networking.Subset {
+	for _, s := range dr.GetSubsets() {
+		if s.GetName() == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Policy merges the traffic policy of dr for port and subset as Istio
+// does: the top-level policy, overridden field by field (load balancer,
+// connection pool, outlier detection, TLS) by its port-level settings,
+// then by the subset's policy and the subset's port-level settings. The
+// result is a new message (nil when dr is nil).
+func Policy(dr *networking.DestinationRule, port uint32, subset string) *networking.TrafficPolicy {
+	if dr == nil {
+		return nil
+	}
+	out := &networking.TrafficPolicy{}
+	apply := func(tp *networking.TrafficPolicy) {
+		if tp == nil {
+			return
+		}
+		overlay(out, tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls())
+		for _, pl := range tp.GetPortLevelSettings() {
+			if pl.GetPort().GetNumber() == port {
+				overlay(out, pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls())
+			}
+		}
+	}
+	apply(dr.GetTrafficPolicy())
+	if subset != "" {
+		if ss := Subset(dr, subset); ss != nil {
+			apply(ss.GetTrafficPolicy())
+		}
+	}
+	return out
+}
+
+func overlay(out *networking.TrafficPolicy, lb *networking.LoadBalancerSettings, cp *networking.ConnectionPoolSettings, od *networking.OutlierDetection, tls *networking.ClientTLSSettings) {
+	if lb != nil {
+		out.LoadBalancer = proto.Clone(lb).(*networking.LoadBalancerSettings)
+	}
+	if cp != nil {
+		out.ConnectionPool = proto.Clone(cp).(*networking.ConnectionPoolSettings)
+	}
+	if od != nil {
+		out.OutlierDetection = proto.Clone(od).(*networking.OutlierDetection)
+	}
+	if tls != nil {
+		out.Tls = proto.Clone(tls).(*networking.ClientTLSSettings)
+	}
+}

@@ -1,0 +1,86 @@
+package scope
+
+import (
+	"slices"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// Instance is one service port the proxy's own workload serves.
+type Instance struct {
+	Service *model.Service
+	Port    model.Port
+	// TargetPort is the port the workload listens on.
+	TargetPort uint32
+}
+
+// Inbound returns the service ports the proxy serves: every port of a
+// service with an endpoint at one of the proxy's IPs (its target port
+// from that endpoint), or whose workload selector matches the proxy's
+// labels (in the proxy's namespace). One Instance per target port, the
+// first service (in snapshot order) winning, sorted by target port.
+func Inbound(pc *push.PushContext, proxy *gen.Proxy) []Instance {
+	var out []Instance
+	seen := map[uint32]bool{}
+	add := func(s *model.Service, p model.Port, target uint32) {
+		if target == 0 || seen[target] {
+			return
+		}
+		seen[target] = true
+		out = append(out, Instance{Service: s, Port: p, TargetPort: target})
+	}
+	for _, s := range pc.Services() {
+		if len(s.Selector) > 0 && s.Namespace == proxy.Namespace && len(proxy.Labels) > 0 && LabelsMatch(s.Selector, proxy.Labels) {
+			for _, p := range s.Ports {
+				t := p.TargetPort
+				if t == 0 {
+					t = p.Number
+				}
+				add(s, p, t)
+			}
+			continue
+		}
+		if len(proxy.IPs) == 0 {
+			continue
+		}
+		for _, ep := range pc.Endpoints.Endpoints(s.Key()) {
+			if !slices.Contains(proxy.IPs, ep.Address) {
+				continue
+			}
+			if p, ok := portByName(s, ep.ServicePortName); ok {
+				add(s, p, ep.Port)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Instance) int { return int(a.TargetPort) - int(b.TargetPort) })
+	return out
+}
+
+func portByName(s *model.Service, name string) (model.Port, bool) {
+	for _, p := range s.Ports {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return model.Port{}, false
+}
+
+// Gateways returns the Gateways whose selector matches the router's
+// labels, with their "ns/name", in snapshot order. Istio matches a
+// Gateway's selector against workloads in every namespace by default
+// (PILOT_SCOPE_GATEWAY_TO_NAMESPACE off); so does this.
+func Gateways(pc *push.PushContext, proxy *gen.Proxy) []config.Config {
+	var out []config.Config
+	for _, c := range pc.Configs(config.Gateway) {
+		gw := c.Spec.(*networking.Gateway)
+		if len(gw.GetSelector()) > 0 && LabelsMatch(gw.GetSelector(), proxy.Labels) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

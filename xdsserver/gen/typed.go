@@ -1,0 +1,79 @@
+package gen
+
+import (
+	"fmt"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// MustAny packs m into an Any. Marshalling a well-formed message fails
+// only on invalid UTF-8 in a string field, which config decoding already
+// rejects, so a failure is a programming error and panics.
+func MustAny(m proto.Message) *anypb.Any {
+	a, err := anypb.New(m)
+	if err != nil {
+		panic(fmt.Sprintf("gen: packing %T: %v", m, err))
+	}
+	return a
+}
+
+// ADS is a ConfigSource pointing at the ADS stream, version 3.
+func ADS() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+	}
+}
+
+// SocketAddress is an Envoy TCP address.
+func SocketAddress(ip string, port uint32) *corev3.Address {
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
+	}}}
+}
+
+// Duration converts a time.Duration.
+func Duration(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+// U32 wraps a uint32.
+func U32(v uint32) *wrapperspb.UInt32Value { return wrapperspb.UInt32(v) }
+
+// Bool wraps a bool.
+func Bool(v bool) *wrapperspb.BoolValue { return wrapperspb.Bool(v) }
+
+// SDSClusterName is the cluster an Istio agent's bootstrap defines for
+// its local SDS server, which serves the workload certificate ("default")
+// and the root ("ROOTCA").
+const SDSClusterName = "sds-grpc"
+
+// Istio's SDS resource names for the workload identity.
+const (
+	SDSDefault = "default"
+	SDSRootCA  = "ROOTCA"
+)
+
+// WorkloadSDS is where a proxy fetches its workload certificate and
+// root: an Istio agent (node metadata ISTIO_VERSION set) serves them on
+// its "sds-grpc" bootstrap cluster, exactly as istiod configures it;
+// any other Envoy gets them over ADS.
+func WorkloadSDS(p *Proxy) *corev3.ConfigSource {
+	if p.IstioVersion == "" {
+		return ADS()
+	}
+	return &corev3.ConfigSource{
+		ResourceApiVersion: corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
+			ApiType:                   corev3.ApiConfigSource_GRPC,
+			TransportApiVersion:       corev3.ApiVersion_V3,
+			SetNodeOnFirstMessageOnly: true,
+			GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: SDSClusterName},
+			}}},
+		}},
+	}
+}
