@@ -1,0 +1,329 @@
+package xdsserver
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+)
+
+var errUnimplemented = status.Error(codes.Unimplemented, "baremesh serves Delta xDS on ADS only")
+
+type sotwStream = grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+
+// pushOrder is the order types are pushed in: clusters before their
+// endpoints, listeners before their routes, as Envoy's xDS docs advise.
+var pushOrder = []string{gen.ClusterType, gen.EndpointType, gen.ListenerType, gen.RouteType}
+
+// conn is one xDS stream. Its loop goroutine owns sending; mu guards what
+// debug handlers read.
+type conn struct {
+	id        string
+	s         *Server
+	proxy     *gen.Proxy
+	peer      string
+	connected time.Time
+	stream    sotwStream
+
+	mu      sync.Mutex
+	watches map[string]*watch
+	pending *push.Request
+	kick    chan struct{}
+}
+
+// watch is the state of one type on one connection.
+type watch struct {
+	typeURL   string
+	names     []string // sorted; nil for a wildcard subscription
+	namesHash uint64
+	wildcard  bool
+
+	nonce      int
+	sentNonce  string
+	sentVer    string
+	sentHash   [32]byte
+	sentAt     time.Time
+	sent       []*anypb.Any
+	ackedVer   string
+	ackedAt    time.Time
+	nack       *nack
+	nackedHash [32]byte
+	genErr     string
+}
+
+type nack struct {
+	Nonce   string    `json:"nonce"`
+	Version string    `json:"version"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
+
+func (s *Server) serve(stream sotwStream, fixedType string) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	proxy, err := gen.ParseNode(first.GetNode())
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	c := &conn{
+		id: proxy.ID + "-" + strconv.FormatUint(s.nextID.Add(1), 10), s: s, proxy: proxy,
+		connected: time.Now(), stream: stream, watches: map[string]*watch{}, kick: make(chan struct{}, 1),
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		c.peer = p.Addr.String()
+	}
+	s.addConn(c)
+	defer s.removeConn(c)
+	log := s.log.With("proxy", proxy.ID, "peer", c.peer)
+	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
+	defer log.Info("proxy disconnected")
+
+	reqs := make(chan *discovery.DiscoveryRequest, 1)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			r, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	if err := c.onRequest(first, fixedType); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErr:
+			if errors.Is(err, ctx.Err()) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		case r := <-reqs:
+			if err := c.onRequest(r, fixedType); err != nil {
+				return err
+			}
+		case <-c.kick:
+			if err := c.onPush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *conn) enqueue(req *push.Request) {
+	c.mu.Lock()
+	c.pending = c.pending.Merge(req)
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// onRequest tells an initial request, an ACK, a NACK and a stale
+// response apart and acts on each.
+func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error {
+	typeURL := r.GetTypeUrl()
+	if typeURL == "" {
+		typeURL = fixedType
+	}
+	if fixedType != "" && typeURL != fixedType {
+		return status.Errorf(codes.InvalidArgument, "type %q requested on the %s service", typeURL, fixedType)
+	}
+	if _, ok := c.s.opts.Generators[typeURL]; !ok {
+		c.s.log.Debug("request for a type baremesh does not serve", "proxy", c.proxy.ID, "type", typeURL)
+		return nil
+	}
+	c.mu.Lock()
+	w := c.watches[typeURL]
+	if w == nil {
+		w = &watch{typeURL: typeURL}
+		c.watches[typeURL] = w
+	}
+	nonce := r.GetResponseNonce()
+	if nonce != "" && nonce != w.sentNonce {
+		c.mu.Unlock()
+		return nil // stale: the client has not seen our latest response yet
+	}
+	namesChanged := w.setNames(r.GetResourceNames())
+	switch {
+	case nonce == "":
+		c.mu.Unlock()
+		return c.respond(w, nil, true) // initial request, or a reconnect
+	case r.GetErrorDetail() != nil:
+		w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
+		w.nackedHash = w.sentHash
+		w.ackedVer = r.GetVersionInfo()
+		c.mu.Unlock()
+		c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
+		c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
+			"proxy", c.proxy.ID, "type", shortType(typeURL), "version", w.sentVer, "error", r.GetErrorDetail().GetMessage())
+		if namesChanged {
+			return c.respond(w, nil, false)
+		}
+		return nil
+	default:
+		w.ackedVer, w.ackedAt = r.GetVersionInfo(), time.Now()
+		c.mu.Unlock()
+		if namesChanged {
+			return c.respond(w, nil, false) // the subscription changed with the ACK
+		}
+		return nil
+	}
+}
+
+// setNames records the subscription and reports whether it changed. The
+// list is hashed, so an unchanged list of thousands of names costs one
+// pass and no allocation beyond the sort.
+func (w *watch) setNames(names []string) bool {
+	h := fnv.New64a()
+	wildcard := len(names) == 0 || slices.Contains(names, "*")
+	if !wildcard {
+		if !slices.IsSorted(names) {
+			names = slices.Clone(names)
+			slices.Sort(names)
+		}
+		for _, n := range names {
+			h.Write([]byte(n))
+			h.Write([]byte{0})
+		}
+	}
+	sum := h.Sum64()
+	if wildcard == w.wildcard && sum == w.namesHash && (wildcard || w.names != nil) {
+		return false
+	}
+	w.wildcard, w.namesHash = wildcard, sum
+	if wildcard {
+		w.names = nil
+	} else {
+		w.names = slices.Clone(names)
+	}
+	return true
+}
+
+func (c *conn) onPush() error {
+	c.mu.Lock()
+	req := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	if req == nil {
+		return nil
+	}
+	for _, t := range pushOrder {
+		c.mu.Lock()
+		w := c.watches[t]
+		c.mu.Unlock()
+		if w == nil {
+			continue
+		}
+		if err := c.respond(w, req, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// respond generates w's type and sends it, unless the result is what was
+// sent last (a no-op) or what the proxy NACKed (it would only NACK again).
+// force sends even an unchanged result (an initial request needs an
+// answer).
+func (c *conn) respond(w *watch, req *push.Request, force bool) error {
+	pc := c.s.snaps.Current()
+	if pc == nil {
+		return nil // not ready: the first push will answer
+	}
+	c.mu.Lock()
+	in := gen.Input{Push: pc, Proxy: c.proxy, Names: w.names, Request: req}
+	c.mu.Unlock()
+	start := time.Now()
+	c.s.genSem <- struct{}{}
+	res, err := c.s.opts.Generators[w.typeURL](in)
+	var anys []*anypb.Any
+	h := sha256.New()
+	if err == nil {
+		anys = make([]*anypb.Any, 0, len(res))
+		for _, r := range res {
+			a, merr := anypb.New(r.Resource)
+			if merr != nil {
+				err = fmt.Errorf("%s: %w", r.Name, merr)
+				break
+			}
+			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+			h.Write(b)
+			anys = append(anys, a)
+		}
+	}
+	<-c.s.genSem
+	c.s.metrics.genTime.WithLabelValues(shortType(w.typeURL)).Observe(time.Since(start).Seconds())
+	c.mu.Lock()
+	if err != nil {
+		w.genErr = err.Error()
+		c.mu.Unlock()
+		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
+		return nil
+	}
+	w.genErr = ""
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	if !force && (sum == w.sentHash || (w.nack != nil && sum == w.nackedHash)) {
+		c.mu.Unlock()
+		return nil
+	}
+	w.nonce++
+	resp := &discovery.DiscoveryResponse{
+		VersionInfo: strconv.FormatUint(pc.Version, 10) + "-" + strconv.Itoa(w.nonce),
+		TypeUrl:     w.typeURL, Resources: anys,
+		Nonce: strconv.Itoa(w.nonce),
+	}
+	w.sentNonce, w.sentVer, w.sentHash, w.sentAt, w.sent = resp.Nonce, resp.VersionInfo, sum, time.Now(), anys
+	if sum != w.nackedHash {
+		w.nack = nil // a new config: the old rejection no longer applies
+	}
+	c.mu.Unlock()
+	if err := c.stream.Send(resp); err != nil {
+		return err
+	}
+	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
+	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(proto.Size(resp)))
+	return nil
+}
+
+func shortType(typeURL string) string {
+	switch typeURL {
+	case gen.ListenerType:
+		return "lds"
+	case gen.RouteType:
+		return "rds"
+	case gen.ClusterType:
+		return "cds"
+	case gen.EndpointType:
+		return "eds"
+	}
+	return typeURL
+}

@@ -1,0 +1,28 @@
+package xdsserver
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	connected prometheus.Gauge
+	pushes    *prometheus.CounterVec
+	pushBytes *prometheus.CounterVec
+	nacks     *prometheus.CounterVec
+	genTime   *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baremesh_xds_connected_proxies", Help: "xDS streams open now."}),
+		pushes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_pushes_total", Help: "xDS responses sent, by type."}, []string{"type"}),
+		pushBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_push_bytes_total", Help: "Bytes of xDS responses sent, by type."}, []string{"type"}),
+		nacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_nacks_total", Help: "xDS responses proxies rejected, by type."}, []string{"type"}),
+		genTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "baremesh_xds_generate_seconds", Help: "Time to generate one type for one proxy.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}, []string{"type"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.genTime)
+	}
+	return m
+}
