@@ -169,11 +169,12 @@ func lbEndpoint(ep *model.Endpoint) *endpointv3.LbEndpoint {
 	}
 }
 
-// ParseLocality splits "region/zone/subzone" (parts may be missing); an
-// empty string gives nil.
+// ParseLocality splits "region/zone/subzone" (parts may be missing). An
+// empty string gives an empty Locality, never nil: grpc-go NACKs a
+// LocalityLbEndpoints without a locality ("locality without ID").
 func ParseLocality(s string) *corev3.Locality {
 	if s == "" {
-		return nil
+		return &corev3.Locality{}
 	}
 	parts := strings.SplitN(s, "/", 3)
 	l := &corev3.Locality{Region: parts[0]}

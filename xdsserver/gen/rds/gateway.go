@@ -65,15 +65,25 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 			if !scope.Exported(vs.GetExportTo(), c.Namespace, s.Namespace) {
 				continue
 			}
+			var routes []*routev3.Route
 			for _, h := range vs.GetHosts() {
 				h = g.v.FQDN(h, c.Namespace)
 				if !serverSelects(s, c.Namespace, h) {
 					continue
 				}
+				if routes == nil {
+					if routes = rb.vsRoutes(c); len(routes) == 0 {
+						break // no HTTP routes for this port
+					}
+				}
 				vh := byHost[h]
 				if vh == nil {
+					candidates := []string{h, h + ":*"}
+					if h == "*" {
+						candidates = candidates[:1]
+					}
 					var domains []string
-					for _, d := range []string{h, h + ":*"} {
+					for _, d := range candidates {
 						if !used[d] {
 							used[d] = true
 							domains = append(domains, d)
@@ -86,7 +96,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 					byHost[h] = vh
 					rc.VirtualHosts = append(rc.VirtualHosts, vh)
 				}
-				vh.Routes = append(vh.Routes, rb.vsRoutes(c)...)
+				vh.Routes = append(vh.Routes, routes...)
 			}
 		}
 	}
