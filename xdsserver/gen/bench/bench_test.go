@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/cds"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+	"github.com/baremesh/baremesh/xdsserver/gen/lds"
+	"github.com/baremesh/baremesh/xdsserver/gen/rds"
+)
+
+// benchDir holds Istio's benchmark configs, relative to this package.
+const benchDir = "../../../../shared/bench/istio"
+
+// types per case, as the README lists what istiod measures.
+func typesFor(name string) []string {
+	switch name {
+	case "tcp", "tls":
+		return []string{"CDS", "LDS"}
+	case "strict", "disabled", "authorizationpolicy":
+		return []string{"LDS"}
+	}
+	return []string{"CDS", "LDS", "RDS"}
+}
+
+// proxyFor is the proxy istiod's benchmark generates for: IP 1.1.1.1,
+// namespace default, labels istio.io/benchmark=true; a router for the
+// gateway cases.
+func proxyFor(tb testing.TB, name string) *gen.Proxy {
+	typ := "sidecar"
+	if strings.Contains(name, "gateway") {
+		typ = "router"
+	}
+	n := &corev3.Node{
+		Id: typ + "~1.1.1.1~v0.default~default.svc.cluster.local",
+		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+			"LABELS": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"istio.io/benchmark": structpb.NewStringValue("true")}}),
+		}},
+	}
+	p, err := gen.ParseNode(n)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// BenchmarkGenerate measures LDS, RDS and CDS generation per case; RDS
+// asks for the route names LDS produced. It reports kb/msg and
+// resources/msg (the size of one response) beside time and allocations.
+func BenchmarkGenerate(b *testing.B) {
+	files, _ := filepath.Glob(filepath.Join(benchDir, "*.yaml"))
+	if len(files) == 0 {
+		b.Skip("no benchmark configs in " + benchDir)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var pc *push.PushContext
+		setup := func(b *testing.B) *push.PushContext {
+			if pc == nil {
+				if pc, err = gentest.Build(data); err != nil {
+					b.Fatalf("%s: %v", name, err)
+				}
+			}
+			return pc
+		}
+		for _, typ := range typesFor(name) {
+			b.Run(name+"/"+typ, func(b *testing.B) {
+				pc := setup(b)
+				proxy := proxyFor(b, name)
+				in := gen.Input{Push: pc, Proxy: proxy}
+				var g gen.Generator
+				switch typ {
+				case "LDS":
+					g = lds.Generate
+				case "CDS":
+					g = cds.Generate
+				case "RDS":
+					g = rds.Generate
+					ls, err := lds.Generate(in)
+					if err != nil {
+						b.Fatal(err)
+					}
+					in.Names = gentest.RouteNames(ls)
+				}
+				res, err := g(in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size := 0
+				for _, r := range res {
+					size += proto.Size(gen.MustAny(r.Resource))
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if _, err := g(in); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(size)/1024, "kb/msg")
+				b.ReportMetric(float64(len(res)), "resources/msg")
+			})
+		}
+	}
+}

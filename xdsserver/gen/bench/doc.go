@@ -1,0 +1,4 @@
+// Package bench holds the generator benchmarks over Istio's own xDS
+// benchmark configurations (/work/shared/bench/istio), for comparison
+// with istiod's figures. It has no non-test code.
+package bench
