@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -21,6 +22,12 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/sources/file"
+	"github.com/baremesh/baremesh/xdsserver"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/cds"
+	"github.com/baremesh/baremesh/xdsserver/gen/eds"
+	"github.com/baremesh/baremesh/xdsserver/gen/lds"
+	"github.com/baremesh/baremesh/xdsserver/gen/rds"
 )
 
 // Daemon is a running baremeshd.
@@ -33,6 +40,7 @@ type Daemon struct {
 	registry *model.Registry
 	pipeline *push.Pipeline
 	grpc     *grpc.Server
+	xds      *xdsserver.Server
 
 	xdsLis, httpLis net.Listener
 	extra           []route
@@ -60,7 +68,22 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.xdsLis.Close()
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
-	d.grpc = grpc.NewServer()
+	d.grpc = grpc.NewServer(
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(16<<20),
+	)
+	d.xds = xdsserver.New(d.pipeline, xdsserver.Options{
+		Generators: map[string]gen.Generator{
+			gen.ListenerType: lds.Generate, gen.RouteType: rds.Generate,
+			gen.ClusterType: cds.Generate, gen.EndpointType: eds.Generate,
+		},
+		Logger: log.With("component", "xds"), Registerer: d.reg,
+	})
+	d.xds.Register(d.grpc)
+	d.pipeline.AddListener(d.xds.OnPush)
+	d.Handle("/debug/syncz", d.xds.SyncHandler())
+	d.Handle("/debug/config_dump", d.xds.ConfigDumpHandler())
 	return d, nil
 }
 
