@@ -14,13 +14,26 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check-config" { // baremeshd check-config [flags]: exit 2 if it cannot start
+		_, path, err := daemon.CheckConfig(os.Args[2:])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "baremeshd:", err)
+			os.Exit(2)
+		}
+		fmt.Println("baremeshd: config ok:", path)
+		return
+	}
+	hup := make(chan os.Signal, 1) // SIGHUP reloads; registered before anything can be slow
+	signal.Notify(hup, syscall.SIGHUP)
 	cfg, path, err := daemon.Load(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "baremeshd:", err)
 		os.Exit(2)
 	}
-	level, _ := daemon.ParseLevel(cfg.LogLevel)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	level := new(slog.LevelVar) // changed by reloads
+	lv, _ := daemon.ParseLevel(cfg.LogLevel)
+	level.Set(lv)
+	log := slog.New(slog.NewTextHandler(os.Stderr, daemon.LogHandlerOptions(level)))
 	log.Info("baremeshd starting", "version", version.Version, "config", path)
 	d, err := daemon.New(cfg, log)
 	if err != nil {
@@ -29,7 +42,12 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := d.Run(ctx); err != nil {
+	sd := daemon.NewSystemd(d, cfg, log, daemon.SystemdOptions{Args: os.Args[1:], Level: level, Reload: hup})
+	sdDone := make(chan struct{})
+	go func() { defer close(sdDone); sd.Run(ctx) }()
+	err = d.Run(ctx)
+	<-sdDone
+	if err != nil {
 		log.Error("stopped with error", "err", err)
 		os.Exit(1)
 	}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
@@ -144,12 +143,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	select {
 	case <-d.pipeline.Ready():
 		pc := d.pipeline.Current()
-		d.log.Info("first snapshot built", "version", pc.Version, "services", len(pc.Services()))
-		_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+		d.log.Info("first snapshot built", "version", pc.Version, "services", len(pc.Services())) // READY=1: Systemd (systemd.go)
 	case <-ctx.Done():
 	}
-	<-ctx.Done()
-	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	<-ctx.Done() // STOPPING=1: Systemd (systemd.go)
 	d.log.Info("stopping: draining connections")
 	stopped := make(chan struct{})
 	go func() { d.grpc.GracefulStop(); close(stopped) }()
