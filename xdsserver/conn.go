@@ -64,6 +64,8 @@ type watch struct {
 	nack       *nack
 	nackedHash [32]byte
 	genErr     string
+	// counts of what the client sent, for syncz and tests
+	requests, acks, nacks int
 }
 
 type nack struct {
@@ -169,14 +171,18 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 	nonce := r.GetResponseNonce()
 	if nonce != "" && nonce != w.sentNonce {
 		c.mu.Unlock()
+		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "stale").Inc()
 		return nil // stale: the client has not seen our latest response yet
 	}
 	namesChanged := w.setNames(r.GetResourceNames())
 	switch {
 	case nonce == "":
+		w.requests++
 		c.mu.Unlock()
+		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "request").Inc()
 		return c.respond(w, nil, true) // initial request, or a reconnect
 	case r.GetErrorDetail() != nil:
+		w.nacks++
 		w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
 		w.nackedHash = w.sentHash
 		w.ackedVer = r.GetVersionInfo()
@@ -189,8 +195,10 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		}
 		return nil
 	default:
+		w.acks++
 		w.ackedVer, w.ackedAt = r.GetVersionInfo(), time.Now()
 		c.mu.Unlock()
+		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
 		if namesChanged {
 			return c.respond(w, nil, false) // the subscription changed with the ACK
 		}

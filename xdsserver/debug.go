@@ -22,6 +22,9 @@ type SyncStatus struct {
 	AckedAt     time.Time `json:"ackedAt,omitzero"`
 	LastNack    *nack     `json:"lastNack,omitempty"`
 	GenError    string    `json:"generationError,omitempty"`
+	Requests    int       `json:"requests"`
+	Acks        int       `json:"acks"`
+	Nacks       int       `json:"nacks"`
 }
 
 // ProxyStatus is one connection on /debug/syncz.
@@ -46,7 +49,8 @@ func (s *Server) Syncz() []ProxyStatus {
 		c.mu.Lock()
 		for t, w := range c.watches {
 			ss := SyncStatus{Type: shortType(t), Names: len(w.names), Wildcard: w.wildcard, SentVersion: w.sentVer, SentNonce: w.sentNonce,
-				SentAt: w.sentAt, Resources: len(w.sent), AckedVer: w.ackedVer, AckedAt: w.ackedAt, GenError: w.genErr}
+				SentAt: w.sentAt, Resources: len(w.sent), AckedVer: w.ackedVer, AckedAt: w.ackedAt, GenError: w.genErr,
+				Requests: w.requests, Acks: w.acks, Nacks: w.nacks}
 			if w.nack != nil {
 				n := *w.nack
 				ss.LastNack = &n

@@ -7,6 +7,7 @@ type metrics struct {
 	pushes    *prometheus.CounterVec
 	pushBytes *prometheus.CounterVec
 	nacks     *prometheus.CounterVec
+	requests  *prometheus.CounterVec
 	genTime   *prometheus.HistogramVec
 }
 
@@ -16,13 +17,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		pushes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_pushes_total", Help: "xDS responses sent, by type."}, []string{"type"}),
 		pushBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_push_bytes_total", Help: "Bytes of xDS responses sent, by type."}, []string{"type"}),
 		nacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_nacks_total", Help: "xDS responses proxies rejected, by type."}, []string{"type"}),
+		requests:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_requests_total", Help: "xDS requests received, by type and kind (request, ack, stale; NACKs are counted in baremesh_xds_nacks_total)."}, []string{"type", "kind"}),
 		genTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "baremesh_xds_generate_seconds", Help: "Time to generate one type for one proxy.",
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}, []string{"type"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.genTime)
+		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime)
 	}
 	return m
 }

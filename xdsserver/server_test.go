@@ -25,7 +25,9 @@ import (
 // port the test controls: the real generators and real gRPC xDS clients
 // are tested in the gen packages and in realclient_test.go.
 
-type fixedSnaps struct{ pc atomic.Pointer[push.PushContext] }
+type fixedSnaps struct {
+	pc atomic.Pointer[push.PushContext]
+}
 
 func (f *fixedSnaps) Current() *push.PushContext { return f.pc.Load() }
 
@@ -202,7 +204,6 @@ func TestBadNodeIsRefused(t *testing.T) {
 		t.Fatalf("err = %v, want it to name the bad proxy type", err)
 	}
 }
-
 
 func pollFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -27,9 +27,9 @@ func (c Change) Empty() bool { return len(c.Services) == 0 && len(c.Endpoints) =
 // WorkloadEntries. Apply feeds it store events; readers take Services and
 // the EndpointIndex. Safe for concurrent use.
 type Registry struct {
-	mu        sync.RWMutex
-	alloc     *Allocator
-	entries   map[config.Key]*networking.ServiceEntry
+	mu      sync.RWMutex
+	alloc   *Allocator
+	entries map[config.Key]*networking.ServiceEntry
 	// selectors indexes the ServiceEntries with a workloadSelector by
 	// namespace, so a workload change looks only at its namespace's.
 	selectors map[string]map[config.Key]map[string]string

@@ -197,3 +197,6 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 		d.log.Info("mesh config not watched", "file", d.cfg.MeshConfig, "reason", err)
 	}
 }
+
+// XDS returns the xDS server (for debug and tests).
+func (d *Daemon) XDS() *xdsserver.Server { return d.xds }

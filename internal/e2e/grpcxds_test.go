@@ -178,9 +178,16 @@ func TestGRPCGoXDSClient(t *testing.T) {
 // allTo polls until 30 calls in a row reach backend want.
 func allTo(t *testing.T, ctx context.Context, cc *grpc.ClientConn, want string) {
 	t.Helper()
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last call: %s", last)
+		}
+	}()
 	poll(t, "all traffic to "+want, func() bool {
 		for i := 0; i < 30; i++ {
 			if b, err := call(ctx, cc); err != nil || b != want {
+				last = fmt.Sprintf("backend %q, err %v", b, err)
 				return false
 			}
 		}

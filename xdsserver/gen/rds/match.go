@@ -77,11 +77,24 @@ func routeMatch(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
 	return rm
 }
 
+// headerMatcher uses HeaderMatcher's exact/prefix/regex fields rather
+// than string_match: they are deprecated in Envoy but still accepted by
+// it, and gRPC C-core before 1.53 (Debian 12's python3-grpcio 1.51)
+// rejects string_match ("Invalid route header matcher specified").
 func headerMatcher(name string, s *networking.StringMatch, invert bool) *routev3.HeaderMatcher {
 	h := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
-	if sm := stringMatcher(s); sm != nil {
-		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_StringMatch{StringMatch: sm}
-	} else {
+	switch u := s.GetMatchType().(type) {
+	case *networking.StringMatch_Exact:
+		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_ExactMatch{ExactMatch: u.Exact}
+	case *networking.StringMatch_Prefix:
+		if u.Prefix == "" { // any value: Envoy wants a non-empty prefix
+			h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+		} else {
+			h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PrefixMatch{PrefixMatch: u.Prefix}
+		}
+	case *networking.StringMatch_Regex:
+		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherv3.RegexMatcher{Regex: u.Regex}}
+	default:
 		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
 	}
 	return h
