@@ -1,0 +1,331 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkScale is issue 4's scale scenario: baremeshd, built from
+// cmd/baremeshd and run as its own process, with 1,000 ServiceEntries
+// (ports 80 http and 7070 grpc, 4 inline endpoints, STATIC; one file
+// each, so an endpoint edit rewrites one small file) and
+// BAREMESH_SCALE_PROXIES (default 2,000) simulated sidecars in this
+// process, seeing all services. It reports the daemon's RSS, the time
+// until all proxies are configured after they start connecting, from an
+// endpoint edit (the file's rename) until all have ACKed the new EDS,
+// and from a new ServiceEntry file until all have ACKed CDS, EDS and RDS
+// holding it. Targets: RSS <= 250 MB, configured <= 15 s, edit <= 0.4 s,
+// new service <= 3 s. BAREMESH_SCALE_BIN runs a prebuilt baremeshd
+// instead of building this tree's.
+func BenchmarkScale(b *testing.B) {
+	for _, mode := range []Mode{SotW, Delta} {
+		b.Run(string(mode), func(b *testing.B) {
+			// The scenario takes minutes and measures one-off events, so
+			// it runs once per mode; the testing package calls this
+			// function again for -benchtime 3x (b.N=1, then b.N=3), and
+			// the later calls report the first run's figures.
+			res, err := scaleOnce(b, mode)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.skip != "" {
+				b.Skip(res.skip)
+			}
+			for _, m := range res.metrics {
+				b.ReportMetric(m.v, m.unit)
+			}
+		})
+	}
+}
+
+type metric struct {
+	v    float64
+	unit string
+}
+
+type scaleResult struct {
+	skip    string
+	metrics []metric
+}
+
+var (
+	scaleMu      sync.Mutex
+	scaleResults = map[Mode]*scaleResult{}
+)
+
+func scaleOnce(b *testing.B, mode Mode) (*scaleResult, error) {
+	scaleMu.Lock()
+	defer scaleMu.Unlock()
+	if r := scaleResults[mode]; r != nil {
+		return r, nil
+	}
+	r, err := runScale(b, mode, envInt("BAREMESH_SCALE_PROXIES", 2000), envInt("BAREMESH_SCALE_SERVICES", 1000))
+	if err != nil {
+		return nil, err
+	}
+	scaleResults[mode] = r
+	return r, nil
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, error) {
+	raiseNoFile(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	d := startProcess(b, services)
+	defer d.stop()
+	if err := Probe(ctx, d.xds, mode); err != nil {
+		if errors.Is(err, ErrUnsupported) {
+			return &scaleResult{skip: fmt.Sprintf("baremeshd does not serve %s xDS yet: %v", mode, err)}, nil
+		}
+		return nil, err
+	}
+	res := &scaleResult{}
+	add := func(v float64, unit string) { res.metrics = append(res.metrics, metric{v, unit}) }
+	idleRSS := d.status("VmRSS")
+	cpu0, client0 := d.cpu(), clientCPU()
+
+	f, err := Start(ctx, Options{Addr: d.xds, Proxies: proxies, Mode: mode})
+	if err != nil {
+		return nil, err
+	}
+	defer f.Stop()
+	lat, err := f.WaitConfigured(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", mode, err)
+	}
+	configured := lat.Percentiles()
+	cpu1, client1 := d.cpu(), clientCPU()
+	rss := d.status("VmRSS")
+	tot := f.Totals()
+	var perProxy int64
+	for _, t := range Types {
+		perProxy += tot.Bytes[t]
+	}
+	b.Logf("%s: %d proxies on %d connections configured %v; server CPU %.1fs, load client CPU %.1fs; %.2f MB/proxy (cds %.2f eds %.2f lds %.2f rds %.2f)",
+		mode, proxies, f.Conns(), configured, cpu1-cpu0, client1-client0, mb(perProxy)/float64(proxies),
+		mb(tot.Bytes[Cluster])/float64(proxies), mb(tot.Bytes[Endpoint])/float64(proxies),
+		mb(tot.Bytes[Listener])/float64(proxies), mb(tot.Bytes[Route])/float64(proxies))
+
+	// One endpoint of one service moves.
+	i := services / 2
+	addrs := svcAddrs(i)
+	addrs[0] = "10.250.0.1"
+	w := f.Expect(HasEndpoint(cluster80(svcName(i)), "10.250.0.1"))
+	cpu2 := d.cpu()
+	start := time.Now()
+	writeFile(b, d.conf, svcName(i)+".yaml", serviceEntry(svcName(i), addrs...))
+	if err := w.Wait(ctx); err != nil {
+		return nil, fmt.Errorf("%s endpoint edit: %w", mode, err)
+	}
+	edit := w.Latencies(start).Percentiles()
+	b.Logf("%s endpoint edit: all ACKed %v; server CPU %.2fs", mode, edit, d.cpu()-cpu2)
+
+	// A new service.
+	n := svcName(services)
+	w = f.Expect(All(
+		func(v View) bool { return v.Cluster(cluster80(n)) != nil },
+		HasEndpoint(cluster80(n), svcAddrs(services)[0]),
+		HasRouteDomain(host(n)),
+	))
+	cpu3 := d.cpu()
+	start = time.Now()
+	writeFile(b, d.conf, n+".yaml", serviceEntry(n, svcAddrs(services)...))
+	if err := w.Wait(ctx); err != nil {
+		return nil, fmt.Errorf("%s new service: %w", mode, err)
+	}
+	newSvc := w.Latencies(start).Percentiles()
+	b.Logf("%s new service: all converged %v; server CPU %.2fs", mode, newSvc, d.cpu()-cpu3)
+	if tot := f.Totals(); tot.Nacks != 0 || tot.Reconnects != 0 {
+		b.Logf("%s: %d NACKs, %d reconnects", mode, tot.Nacks, tot.Reconnects)
+	}
+	peak := d.status("VmHWM")
+	b.Logf("%s: baremeshd RSS idle %.0f MB, with %d proxies %.0f MB, peak %.0f MB", mode, idleRSS, proxies, rss, peak)
+
+	add(rss, "rss-MB")
+	add(peak, "peak-rss-MB")
+	add(configured.Max.Seconds(), "configured-s")
+	add(configured.P50.Seconds(), "configured-p50-s")
+	add(edit.Max.Seconds(), "edit-acked-s")
+	add(edit.P50.Seconds(), "edit-p50-s")
+	add(newSvc.Max.Seconds(), "newsvc-converged-s")
+	add(cpu1-cpu0, "server-cpu-connect-s")
+	add(mb(perProxy)/float64(proxies), "MB/proxy")
+	return res, nil
+}
+
+func mb(n int64) float64 { return float64(n) / (1 << 20) }
+
+// raiseNoFile lifts the soft open-file limit to the hard one; the daemon
+// inherits it.
+func raiseNoFile(tb testing.TB) {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		tb.Fatal(err)
+	}
+	if l.Cur < l.Max {
+		l.Cur = l.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+			tb.Logf("cannot raise RLIMIT_NOFILE: %v", err)
+		}
+	}
+}
+
+func clientCPU() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// daemonProc is baremeshd running as a child process.
+type daemonProc struct {
+	cmd       *exec.Cmd
+	conf      string
+	xds, http string
+	done      chan struct{}
+	mu        sync.Mutex
+	tail      []string
+}
+
+var servingRE = regexp.MustCompile(`msg="baremeshd serving" xds=(\S+) http=(\S+)`)
+
+// startProcess builds cmd/baremeshd and runs it over a directory of n
+// services with its default debounce and file settings.
+func startProcess(tb testing.TB, n int) *daemonProc {
+	tb.Helper()
+	dir := tb.TempDir()
+	bin := os.Getenv("BAREMESH_SCALE_BIN") // a prebuilt baremeshd, else build this tree's
+	if bin == "" {
+		bin = filepath.Join(dir, "baremeshd")
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/baremesh/baremesh/cmd/baremeshd").CombinedOutput(); err != nil {
+			tb.Fatalf("go build baremeshd: %v\n%s", err, out)
+		}
+	}
+	d := &daemonProc{conf: filepath.Join(dir, "conf.d"), done: make(chan struct{})}
+	if err := os.Mkdir(d.conf, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	for i := range n {
+		writeFile(tb, d.conf, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
+	}
+	d.cmd = exec.Command(bin, "--config-dir", d.conf, "--mesh-config", filepath.Join(dir, "none.yaml"),
+		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "info")
+	stderr, err := d.cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	serving := make(chan []string, 1)
+	go func() {
+		defer close(d.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if m := servingRE.FindStringSubmatch(line); m != nil {
+				serving <- m[1:]
+			}
+			if strings.Contains(line, "proxy connected") || strings.Contains(line, "proxy disconnected") {
+				continue
+			}
+			d.mu.Lock()
+			d.tail = append(d.tail, line)
+			if len(d.tail) > 40 {
+				d.tail = d.tail[1:]
+			}
+			d.mu.Unlock()
+		}
+	}()
+	select {
+	case m := <-serving:
+		d.xds, d.http = m[0], m[1]
+	case <-d.done:
+		tb.Fatalf("baremeshd exited:\n%s", d.lastLines())
+	case <-time.After(60 * time.Second):
+		d.stop()
+		tb.Fatalf("baremeshd did not start serving:\n%s", d.lastLines())
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get("http://" + d.http + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			d.stop()
+			tb.Fatalf("baremeshd not ready:\n%s", d.lastLines())
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
+	}
+}
+
+func (d *daemonProc) lastLines() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return strings.Join(d.tail, "\n")
+}
+
+func (d *daemonProc) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+	_ = d.cmd.Wait()
+}
+
+// status reads a kB field of /proc/PID/status, in MB.
+func (d *daemonProc) status(field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// cpu is the daemon's user+system CPU seconds so far.
+func (d *daemonProc) cpu() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseFloat(f[11], 64) // fields 14 and 15 of stat(5)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
