@@ -39,6 +39,7 @@ type conn struct {
 	peer      string
 	connected time.Time
 	stream    sotwStream
+	delta     deltaStream // set instead of stream for Delta xDS
 
 	mu      sync.Mutex
 	watches map[string]*watch
@@ -66,6 +67,13 @@ type watch struct {
 	genErr     string
 	// counts of what the client sent, for syncz and tests
 	requests, acks, nacks int
+
+	// Delta xDS only: the version of each resource the client holds (as
+	// far as we know), what it rejected, and what each in-flight response
+	// changed (to roll back on a NACK).
+	known    map[string]string
+	rejected map[string]string
+	inFlight map[string]map[string]string
 }
 
 type nack struct {
@@ -250,7 +258,13 @@ func (c *conn) onPush() error {
 		if w == nil {
 			continue
 		}
-		if err := c.respond(w, req, false); err != nil {
+		var err error
+		if c.delta != nil {
+			err = c.respondDelta(w, req, false)
+		} else {
+			err = c.respond(w, req, false)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -267,28 +281,15 @@ func (c *conn) respond(w *watch, req *push.Request, force bool) error {
 		return nil // not ready: the first push will answer
 	}
 	c.mu.Lock()
-	in := gen.Input{Push: pc, Proxy: c.proxy, Names: w.names, Request: req}
+	names := w.names
 	c.mu.Unlock()
-	start := time.Now()
-	c.s.genSem <- struct{}{}
-	res, err := c.s.opts.Generators[w.typeURL](in)
-	var anys []*anypb.Any
+	res, err := c.generate(pc, w.typeURL, names, req)
 	h := sha256.New()
-	if err == nil {
-		anys = make([]*anypb.Any, 0, len(res))
-		for _, r := range res {
-			a, merr := anypb.New(r.Resource)
-			if merr != nil {
-				err = fmt.Errorf("%s: %w", r.Name, merr)
-				break
-			}
-			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a)
-			h.Write(b)
-			anys = append(anys, a)
-		}
+	anys := make([]*anypb.Any, len(res))
+	for i, r := range res {
+		h.Write(r.bytes)
+		anys[i] = r.any
 	}
-	<-c.s.genSem
-	c.s.metrics.genTime.WithLabelValues(shortType(w.typeURL)).Observe(time.Since(start).Seconds())
 	c.mu.Lock()
 	if err != nil {
 		w.genErr = err.Error()
@@ -320,6 +321,44 @@ func (c *conn) respond(w *watch, req *push.Request, force bool) error {
 	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
 	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(proto.Size(resp)))
 	return nil
+}
+
+// encoded is one generated resource, packed and encoded once.
+type encoded struct {
+	name    string
+	any     *anypb.Any
+	bytes   []byte
+	version string // hash of bytes, for Delta
+}
+
+// generate runs w's generator under the generation bound and encodes the
+// result deterministically.
+// names nil is a wildcard subscription.
+func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]encoded, error) {
+	in := gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req}
+	start := time.Now()
+	c.s.genSem <- struct{}{}
+	defer func() {
+		<-c.s.genSem
+		c.s.metrics.genTime.WithLabelValues(shortType(typeURL)).Observe(time.Since(start).Seconds())
+	}()
+	res, err := c.s.opts.Generators[typeURL](in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]encoded, 0, len(res))
+	for _, r := range res {
+		a, err := anypb.New(r.Resource)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		out = append(out, encoded{name: r.Name, any: a, bytes: b})
+	}
+	return out, nil
 }
 
 func shortType(typeURL string) string {

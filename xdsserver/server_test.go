@@ -35,6 +35,8 @@ type env struct {
 	srv    *Server
 	snaps  *fixedSnaps
 	port   atomic.Uint32
+	// all is what a wildcard subscription gets.
+	all    atomic.Pointer[[]string]
 	gens   atomic.Int64
 	client discovery.AggregatedDiscoveryServiceClient
 }
@@ -46,7 +48,11 @@ func newEnv(t *testing.T) *env {
 	e.srv = New(e.snaps, Options{Generators: map[string]gen.Generator{gen.ListenerType: func(in gen.Input) ([]gen.Resource, error) {
 		e.gens.Add(1)
 		var out []gen.Resource
-		for _, n := range in.Names {
+		names := in.Names
+		if names == nil && e.all.Load() != nil {
+			names = *e.all.Load()
+		}
+		for _, n := range names {
 			out = append(out, gen.Resource{Name: n, Resource: &listenerv3.Listener{Name: n, Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: "0.0.0.0", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port.Load()}}}}}})
 		}
 		return out, nil
