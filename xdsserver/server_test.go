@@ -32,9 +32,9 @@ type fixedSnaps struct {
 func (f *fixedSnaps) Current() *push.PushContext { return f.pc.Load() }
 
 type env struct {
-	srv    *Server
-	snaps  *fixedSnaps
-	port   atomic.Uint32
+	srv   *Server
+	snaps *fixedSnaps
+	port  atomic.Uint32
 	// all is what a wildcard subscription gets.
 	all    atomic.Pointer[[]string]
 	gens   atomic.Int64
