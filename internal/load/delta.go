@@ -161,18 +161,16 @@ func Probe(ctx context.Context, addr string, mode Mode) error {
 	if mode == Delta {
 		st, err := c.DeltaAggregatedResources(ctx)
 		if err == nil {
-			err = st.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: Cluster.URL(), ResourceNamesSubscribe: []string{"*"}})
-		}
-		if err == nil {
+			// A Send error is io.EOF when the server has ended the
+			// stream; Recv returns its status.
+			_ = st.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: Cluster.URL(), ResourceNamesSubscribe: []string{"*"}})
 			_, err = st.Recv()
 		}
 		return probeErr(err)
 	}
 	st, err := c.StreamAggregatedResources(ctx)
 	if err == nil {
-		err = st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: Cluster.URL()})
-	}
-	if err == nil {
+		_ = st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: Cluster.URL()})
 		_, err = st.Recv()
 	}
 	return probeErr(err)
