@@ -7,7 +7,7 @@ HTTP_ADDR ?= 127.0.0.1:15014
 XDS_ADDR  ?= 127.0.0.1:15010
 EXAMPLE   ?= examples/vm-mesh
 
-.PHONY: all build run test test-deps bench fmt vet clean
+.PHONY: all build run test test-deps bench fmt vet clean package
 
 all: build
 
@@ -31,6 +31,28 @@ test: test-deps
 # bench prints the figures the issues ask for (see README.md, "Benchmarks").
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 60m ./...
+
+# package writes the baremesh and baremesh-agent .deb and .rpm into
+# $(DIST) with nfpm (packaging/*.yaml, systemd/; README.md, "Packages").
+NFPM_VERSION ?= v2.44.1
+NFPM         ?= $(shell $(GO) env GOPATH)/bin/nfpm
+ARCH         ?= $(shell $(GO) env GOARCH)
+DIST         ?= dist
+PKG_ROOT     := $(DIST)/.root
+PKG_CMDS     := ./cmd/baremeshd ./cmd/baremeshctl ./cmd/baremesh-agent $(if $(wildcard cmd/baremesh-cni),./cmd/baremesh-cni)
+
+package:
+	@test -x $(NFPM) || $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	rm -rf $(PKG_ROOT) && mkdir -p $(PKG_ROOT)/doc
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $(PKG_ROOT)/ $(PKG_CMDS)
+	cp packaging/doc/copyright $(PKG_ROOT)/doc/
+	for p in baremesh baremesh-agent; do \
+	  packaging/changelog.sh $$p $(VERSION) | gzip -9n > $(PKG_ROOT)/doc/$$p.changelog.gz || exit 1; \
+	  for f in deb rpm; do \
+	    VERSION=$(VERSION) ARCH=$(ARCH) PKG_ROOT=$(PKG_ROOT) $(NFPM) package -f packaging/$$p.yaml -p $$f -t $(DIST)/ || exit 1; \
+	  done; \
+	done
+	@ls -l $(DIST)/*$(VERSION)*.deb $(DIST)/*$(VERSION)*.rpm
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
