@@ -44,7 +44,11 @@ type conn struct {
 	mu      sync.Mutex
 	watches map[string]*watch
 	pending *push.Request
+	recs    []*pushRecord // the pushes merged into pending
 	kick    chan struct{}
+	// curRecs are the pushes being handled; only the loop goroutine
+	// touches it.
+	curRecs []*pushRecord
 }
 
 // watch is the state of one type on one connection.
@@ -54,19 +58,26 @@ type watch struct {
 	namesHash uint64
 	wildcard  bool
 
-	nonce      int
-	sentNonce  string
-	sentVer    string
-	sentHash   [32]byte
-	sentAt     time.Time
-	sent       []*anypb.Any
-	ackedVer   string
-	ackedAt    time.Time
-	nack       *nack
-	nackedHash [32]byte
-	genErr     string
+	nonce     int
+	sentNonce string
+	sentVer   string
+	sentHash  [32]byte // LDS, CDS: of the whole set
+	sentAt    time.Time
+	// have is what the proxy holds, by name (for config_dump).
+	have map[string]*anypb.Any
+	// EDS, RDS: per-resource hashes sent and rejected, and what the last
+	// response replaced (to roll back on its NACK).
+	sentRes, rejectedRes, lastPrev map[string][32]byte
+	ackedVer                       string
+	ackedAt                        time.Time
+	nack                           *nack
+	nackedHash                     [32]byte
+	genErr                         string
 	// counts of what the client sent, for syncz and tests
 	requests, acks, nacks int
+	// pushStart is when the change behind the unACKed response happened,
+	// for the convergence histogram.
+	pushStart time.Time
 
 	// Delta xDS only: the version of each resource the client holds (as
 	// far as we know), what it rejected, and what each in-flight response
@@ -146,9 +157,12 @@ func (s *Server) serve(stream sotwStream, fixedType string) error {
 	}
 }
 
-func (c *conn) enqueue(req *push.Request) {
+func (c *conn) enqueue(req *push.Request, rec *pushRecord) {
 	c.mu.Lock()
 	c.pending = c.pending.Merge(req)
+	if rec != nil {
+		c.recs = append(c.recs, rec)
+	}
 	c.mu.Unlock()
 	select {
 	case c.kick <- struct{}{}:
@@ -188,27 +202,28 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		w.requests++
 		c.mu.Unlock()
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "request").Inc()
-		return c.respond(w, nil, true) // initial request, or a reconnect
+		return c.respond(w, nil, true, nil) // initial request, or a reconnect
 	case r.GetErrorDetail() != nil:
 		w.nacks++
 		w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
-		w.nackedHash = w.sentHash
+		w.rejectLast()
 		w.ackedVer = r.GetVersionInfo()
 		c.mu.Unlock()
 		c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
 		c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
 			"proxy", c.proxy.ID, "type", shortType(typeURL), "version", w.sentVer, "error", r.GetErrorDetail().GetMessage())
 		if namesChanged {
-			return c.respond(w, nil, false)
+			return c.respond(w, nil, false, nil)
 		}
 		return nil
 	default:
 		w.acks++
 		w.ackedVer, w.ackedAt = r.GetVersionInfo(), time.Now()
+		c.observeConvergence(w)
 		c.mu.Unlock()
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
 		if namesChanged {
-			return c.respond(w, nil, false) // the subscription changed with the ACK
+			return c.respond(w, nil, false, nil) // the subscription changed with the ACK
 		}
 		return nil
 	}
@@ -239,30 +254,60 @@ func (w *watch) setNames(names []string) bool {
 		w.names = nil
 	} else {
 		w.names = slices.Clone(names)
+		// The client forgets what it unsubscribed: a later subscription of
+		// the same name must be answered with the resource again.
+		for name := range w.sentRes {
+			if _, ok := slices.BinarySearch(w.names, name); !ok {
+				delete(w.sentRes, name)
+				delete(w.rejectedRes, name)
+				delete(w.have, name)
+			}
+		}
 	}
 	return true
 }
 
+// onPush handles the merged pending push. Work that cannot matter is
+// skipped: an endpoint-only push regenerates only EDS, and in SotW only
+// the clusters of the services whose endpoints changed (EDS is not a
+// state-of-the-world type: a partial response leaves the others alone).
 func (c *conn) onPush() error {
 	c.mu.Lock()
-	req := c.pending
-	c.pending = nil
+	req, recs := c.pending, c.recs
+	c.pending, c.recs = nil, nil
 	c.mu.Unlock()
 	if req == nil {
 		return nil
 	}
+	defer func() {
+		for _, r := range recs {
+			r.finished()
+		}
+	}()
+	c.curRecs = recs
+	defer func() { c.curRecs = nil }()
 	for _, t := range pushOrder {
 		c.mu.Lock()
 		w := c.watches[t]
+		var names []string
+		if w != nil && !req.Full && c.delta == nil && !w.wildcard {
+			names = edsNamesFor(w.names, req)
+		}
 		c.mu.Unlock()
-		if w == nil {
+		if w == nil || (!req.Full && t != gen.EndpointType) {
 			continue
 		}
 		var err error
-		if c.delta != nil {
+		switch {
+		case c.delta != nil:
 			err = c.respondDelta(w, req, false)
-		} else {
-			err = c.respond(w, req, false)
+		case !req.Full && !w.wildcard:
+			if len(names) == 0 {
+				continue
+			}
+			err = c.respond(w, req, false, names)
+		default:
+			err = c.respond(w, req, false, nil)
 		}
 		if err != nil {
 			return err
@@ -271,11 +316,66 @@ func (c *conn) onPush() error {
 	return nil
 }
 
-// respond generates w's type and sends it, unless the result is what was
-// sent last (a no-op) or what the proxy NACKed (it would only NACK again).
-// force sends even an unchanged result (an initial request needs an
-// answer).
-func (c *conn) respond(w *watch, req *push.Request, force bool) error {
+// edsNamesFor picks the subscribed cluster names of the services whose
+// endpoints changed.
+func edsNamesFor(subscribed []string, req *push.Request) []string {
+	hosts := make(map[string]bool, len(req.Endpoints))
+	for k := range req.Endpoints {
+		hosts[k.Hostname] = true
+	}
+	var out []string
+	for _, n := range subscribed {
+		if ck, ok := gen.ParseClusterName(n); ok && hosts[ck.Host] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// send sends a SotW response and accounts for it.
+func (c *conn) send(w *watch, resp *discovery.DiscoveryResponse) error {
+	if err := c.stream.Send(resp); err != nil {
+		return err
+	}
+	size := proto.Size(resp)
+	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
+	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(size))
+	for _, r := range c.curRecs {
+		r.sent(shortType(w.typeURL), size)
+	}
+	return nil
+}
+
+// notePushStart remembers when the change behind a response happened;
+// c.mu is held.
+func (w *watch) notePushStart(req *push.Request) {
+	if req != nil && !req.Start.IsZero() && (w.pushStart.IsZero() || req.Start.Before(w.pushStart)) {
+		w.pushStart = req.Start
+	}
+}
+
+// observeConvergence records change-to-ACK time once the response that
+// carried a change is ACKed; c.mu is held.
+func (c *conn) observeConvergence(w *watch) {
+	if !w.pushStart.IsZero() {
+		c.s.metrics.convergence.WithLabelValues(shortType(w.typeURL)).Observe(time.Since(w.pushStart).Seconds())
+		w.pushStart = time.Time{}
+	}
+}
+
+// incremental reports whether a SotW response of the type may carry a
+// subset of the subscription: true for EDS and RDS, whose resources are
+// named and not state of the world; LDS and CDS are always sent whole.
+func incremental(typeURL string) bool { return typeURL == gen.EndpointType || typeURL == gen.RouteType }
+
+// respond generates w's type and sends what the proxy lacks. LDS and CDS
+// go whole, unless identical to what was sent last (a no-op) or to what
+// the proxy NACKed (it would only NACK again). EDS and RDS carry only the
+// resources whose bytes changed, never one identical to a rejected
+// version. force answers even with nothing new (an initial request needs
+// an answer). only, if not nil, narrows generation to those names (an
+// endpoint push regenerates only the clusters of changed services).
+func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) error {
 	pc := c.s.snaps.Current()
 	if pc == nil {
 		return nil // not ready: the first push will answer
@@ -283,13 +383,10 @@ func (c *conn) respond(w *watch, req *push.Request, force bool) error {
 	c.mu.Lock()
 	names := w.names
 	c.mu.Unlock()
-	res, err := c.generate(pc, w.typeURL, names, req)
-	h := sha256.New()
-	anys := make([]*anypb.Any, len(res))
-	for i, r := range res {
-		h.Write(r.bytes)
-		anys[i] = r.any
+	if only != nil {
+		names = only
 	}
+	res, err := c.generate(pc, w.typeURL, names, req)
 	c.mu.Lock()
 	if err != nil {
 		w.genErr = err.Error()
@@ -298,11 +395,52 @@ func (c *conn) respond(w *watch, req *push.Request, force bool) error {
 		return nil
 	}
 	w.genErr = ""
-	var sum [32]byte
-	copy(sum[:], h.Sum(nil))
-	if !force && (sum == w.sentHash || (w.nack != nil && sum == w.nackedHash)) {
-		c.mu.Unlock()
-		return nil
+	if w.have == nil {
+		w.have, w.sentRes, w.rejectedRes = map[string]*anypb.Any{}, map[string][32]byte{}, map[string][32]byte{}
+	}
+	var anys []*anypb.Any
+	if incremental(w.typeURL) {
+		w.lastPrev = map[string][32]byte{}
+		for _, r := range res {
+			sum := sha256.Sum256(r.bytes)
+			if rej, ok := w.rejectedRes[r.name]; ok {
+				if rej == sum {
+					continue
+				}
+				delete(w.rejectedRes, r.name) // the config moved on
+			}
+			if !force && w.sentRes[r.name] == sum {
+				continue // the proxy holds it (perhaps the version before a rejected one)
+			}
+			w.lastPrev[r.name] = w.sentRes[r.name]
+			w.sentRes[r.name], w.have[r.name] = sum, r.any
+			anys = append(anys, r.any)
+		}
+		if len(w.rejectedRes) == 0 {
+			w.nack = nil
+		}
+		if len(anys) == 0 && !force {
+			c.mu.Unlock()
+			return nil
+		}
+	} else {
+		h := sha256.New()
+		anys = make([]*anypb.Any, len(res))
+		for i, r := range res {
+			h.Write(r.bytes)
+			anys[i] = r.any
+		}
+		var sum [32]byte
+		copy(sum[:], h.Sum(nil))
+		if !force && (sum == w.sentHash || (w.nack != nil && sum == w.nackedHash)) {
+			c.mu.Unlock()
+			return nil
+		}
+		w.sentHash = sum
+		clear(w.have)
+		for _, r := range res {
+			w.have[r.name] = r.any
+		}
 	}
 	w.nonce++
 	resp := &discovery.DiscoveryResponse{
@@ -310,17 +448,30 @@ func (c *conn) respond(w *watch, req *push.Request, force bool) error {
 		TypeUrl:     w.typeURL, Resources: anys,
 		Nonce: strconv.Itoa(w.nonce),
 	}
-	w.sentNonce, w.sentVer, w.sentHash, w.sentAt, w.sent = resp.Nonce, resp.VersionInfo, sum, time.Now(), anys
-	if sum != w.nackedHash {
+	w.sentNonce, w.sentVer, w.sentAt = resp.Nonce, resp.VersionInfo, time.Now()
+	if incremental(w.typeURL) || w.sentHash != w.nackedHash {
 		w.nack = nil // a new config: the old rejection no longer applies
 	}
+	w.notePushStart(req)
 	c.mu.Unlock()
-	if err := c.stream.Send(resp); err != nil {
-		return err
+	return c.send(w, resp)
+}
+
+// rejectLast records a NACK of the last response; c.mu is held.
+func (w *watch) rejectLast() {
+	if !incremental(w.typeURL) {
+		w.nackedHash = w.sentHash
+		return
 	}
-	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
-	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(proto.Size(resp)))
-	return nil
+	for name, prev := range w.lastPrev {
+		w.rejectedRes[name] = w.sentRes[name]
+		if prev == ([32]byte{}) {
+			delete(w.sentRes, name)
+		} else {
+			w.sentRes[name] = prev
+		}
+	}
+	w.lastPrev = nil
 }
 
 // encoded is one generated resource, packed and encoded once.

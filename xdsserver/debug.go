@@ -2,7 +2,9 @@ package xdsserver
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -49,7 +51,7 @@ func (s *Server) Syncz() []ProxyStatus {
 		c.mu.Lock()
 		for t, w := range c.watches {
 			ss := SyncStatus{Type: shortType(t), Names: len(w.names), Wildcard: w.wildcard, SentVersion: w.sentVer, SentNonce: w.sentNonce,
-				SentAt: w.sentAt, Resources: len(w.sent), AckedVer: w.ackedVer, AckedAt: w.ackedAt, GenError: w.genErr,
+				SentAt: w.sentAt, Resources: len(w.have), AckedVer: w.ackedVer, AckedAt: w.ackedAt, GenError: w.genErr,
 				Requests: w.requests, Acks: w.acks, Nacks: w.nacks}
 			if w.nack != nil {
 				n := *w.nack
@@ -97,8 +99,8 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 			d := dump{Connection: c.id, Types: map[string][]json.RawMessage{}}
 			c.mu.Lock()
 			for t, wa := range c.watches {
-				for _, a := range wa.sent {
-					b, err := protojson.Marshal(a)
+				for _, name := range slices.Sorted(maps.Keys(wa.have)) {
+					b, err := protojson.Marshal(wa.have[name])
 					if err != nil {
 						b, _ = json.Marshal(map[string]string{"error": err.Error()})
 					}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/baremesh/baremesh/core/push"
@@ -130,6 +131,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 		default:
 			w.acks++
 			w.ackedVer, w.ackedAt = w.sentVer, time.Now()
+			c.observeConvergence(w)
 			c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
 		}
 	} else {
@@ -193,9 +195,9 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 	resp := &discovery.DeltaDiscoveryResponse{TypeUrl: w.typeURL, SystemVersionInfo: strconv.FormatUint(pc.Version, 10)}
 	prev := map[string]string{}
 	present := make(map[string]bool, len(res))
-	all := make([]*anypb.Any, len(res))
-	for i, r := range res {
-		all[i] = r.any
+	w.have = make(map[string]*anypb.Any, len(res))
+	for _, r := range res {
+		w.have[r.name] = r.any
 		present[r.name] = true
 		sum := sha256.Sum256(r.bytes)
 		v := hex.EncodeToString(sum[:8])
@@ -225,7 +227,6 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 		delete(w.known, name)
 	}
 	slices.Sort(resp.RemovedResources)
-	w.sent = all
 	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 && !force {
 		c.mu.Unlock()
 		return nil
@@ -237,10 +238,16 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 	if len(w.rejected) == 0 {
 		w.nack = nil
 	}
+	w.notePushStart(req)
 	c.mu.Unlock()
 	if err := c.delta.Send(resp); err != nil {
 		return err
 	}
+	size := proto.Size(resp)
 	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
+	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(size))
+	for _, r := range c.curRecs {
+		r.sent(shortType(w.typeURL), size)
+	}
 	return nil
 }

@@ -9,6 +9,8 @@ type metrics struct {
 	nacks     *prometheus.CounterVec
 	requests  *prometheus.CounterVec
 	genTime   *prometheus.HistogramVec
+	// convergence: from the change to the proxy's ACK of it.
+	convergence *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -23,8 +25,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
 		}, []string{"type"}),
 	}
+	m.convergence = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "baremesh_xds_convergence_seconds", Help: "From a config change to the proxy's ACK of the response that carried it, by type.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60},
+	}, []string{"type"})
 	if reg != nil {
-		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime)
+		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime, m.convergence)
 	}
 	return m
 }

@@ -55,6 +55,8 @@ type Server struct {
 	metrics *metrics
 	genSem  chan struct{}
 
+	pushes pushLog
+
 	mu     sync.RWMutex
 	conns  map[string]*conn
 	nextID atomic.Uint64
@@ -87,8 +89,9 @@ func (s *Server) Register(g *grpc.Server) {
 func (s *Server) OnPush(_ *push.PushContext, req *push.Request) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	rec := s.pushes.add(req, len(s.conns))
 	for _, c := range s.conns {
-		c.enqueue(req)
+		c.enqueue(req, rec)
 	}
 }
 

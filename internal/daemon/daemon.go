@@ -83,6 +83,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.pipeline.AddListener(d.xds.OnPush)
 	d.Handle("/debug/syncz", d.xds.SyncHandler())
 	d.Handle("/debug/config_dump", d.xds.ConfigDumpHandler())
+	d.Handle("/debug/pushz", d.xds.PushzHandler())
 	return d, nil
 }
 
