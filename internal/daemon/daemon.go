@@ -170,6 +170,11 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 	if d.cfg.MeshConfig == "" {
 		return
 	}
+	meshRejects := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "baremesh_mesh_config_rejects_total",
+		Help: "Times an edit of the mesh config file was refused; the last good mesh config stayed in force.",
+	})
+	d.reg.MustRegister(meshRejects)
 	var last *meshv1alpha1.MeshConfig
 	err := file.WatchFile(ctx, d.cfg.MeshConfig, func(data []byte, err error) {
 		var m *meshv1alpha1.MeshConfig
@@ -182,6 +187,7 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 		default:
 			if m, err = config.ParseMeshConfig(data, d.cfg.MeshConfig); err != nil {
 				d.log.Warn("mesh config rejected; keeping the last good one", "err", err)
+				meshRejects.Inc()
 				return
 			}
 		}

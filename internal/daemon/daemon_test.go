@@ -28,7 +28,7 @@ func startDaemon(t *testing.T, dir string) (*Daemon, func()) {
 	cfg := Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.MeshConfig = filepath.Join(dir, "..", "meshconfig.yaml")
+	cfg.MeshConfig = filepath.Join(filepath.Dir(dir), "meshconfig.yaml")
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -190,4 +190,44 @@ func TestLoadFlagsAndFile(t *testing.T) {
 	if err != nil || cfg.ConfigDirs[0] != filepath.Join(dir, "c") || cfg.LogLevel != "debug" {
 		t.Fatalf("cfg=%+v err=%v", cfg, err)
 	}
+}
+
+func TestMeshConfigWatchedAndBadEditRefused(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "conf.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mesh := filepath.Join(root, "meshconfig.yaml")
+	if err := os.WriteFile(mesh, []byte("trustDomain: first.local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := startDaemon(t, dir)
+	trust := func() string {
+		if pc := d.Pipeline().Current(); pc != nil {
+			return pc.Mesh.GetTrustDomain()
+		}
+		return ""
+	}
+	pollUntil(t, "initial mesh config", func() bool { return trust() == "first.local" })
+	if err := os.WriteFile(mesh, []byte("trustDomain: second.local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "edited mesh config in the snapshot", func() bool { return trust() == "second.local" })
+	// A bad edit is refused; the last good one stays; a good edit after it
+	// applies.
+	if err := os.WriteFile(mesh, []byte("trustDomain: [not, a, string]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "bad mesh config counted as refused", func() bool {
+		_, m := get(t, "http://"+d.HTTPAddr()+"/metrics")
+		return strings.Contains(m, "baremesh_mesh_config_rejects_total 1")
+	})
+	if trust() != "second.local" {
+		t.Fatalf("after a refused edit trustDomain = %q, want the last good second.local", trust())
+	}
+	if err := os.WriteFile(mesh, []byte("trustDomain: third.local\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "good edit after a bad one", func() bool { return trust() == "third.local" })
 }
