@@ -402,7 +402,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 	if incremental(w.typeURL) {
 		w.lastPrev = map[string][32]byte{}
 		for _, r := range res {
-			sum := sha256.Sum256(r.bytes)
+			sum := r.sum
 			if rej, ok := w.rejectedRes[r.name]; ok {
 				if rej == sum {
 					continue
@@ -427,7 +427,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 		h := sha256.New()
 		anys = make([]*anypb.Any, len(res))
 		for i, r := range res {
-			h.Write(r.bytes)
+			h.Write(r.sum[:])
 			anys[i] = r.any
 		}
 		var sum [32]byte
@@ -476,10 +476,10 @@ func (w *watch) rejectLast() {
 
 // encoded is one generated resource, packed and encoded once.
 type encoded struct {
-	name    string
-	any     *anypb.Any
-	bytes   []byte
-	version string // hash of bytes, for Delta
+	name  string
+	any   *anypb.Any // shared between connections: never alter
+	bytes []byte
+	sum   [32]byte // of type and bytes
 }
 
 // generate runs w's generator under the generation bound and encodes the
@@ -507,7 +507,8 @@ func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, re
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.Name, err)
 		}
-		out = append(out, encoded{name: r.Name, any: a, bytes: b})
+		shared, sum := c.s.interned.intern(typeURL, b, a)
+		out = append(out, encoded{name: r.Name, any: shared, bytes: b, sum: sum})
 	}
 	return out, nil
 }

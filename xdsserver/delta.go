@@ -1,7 +1,6 @@
 package xdsserver
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"maps"
@@ -199,8 +198,7 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 	for _, r := range res {
 		w.have[r.name] = r.any
 		present[r.name] = true
-		sum := sha256.Sum256(r.bytes)
-		v := hex.EncodeToString(sum[:8])
+		v := hex.EncodeToString(r.sum[:8])
 		if w.known[r.name] == v {
 			continue
 		}

@@ -55,7 +55,8 @@ type Server struct {
 	metrics *metrics
 	genSem  chan struct{}
 
-	pushes pushLog
+	pushes   pushLog
+	interned *interner
 
 	mu     sync.RWMutex
 	conns  map[string]*conn
@@ -73,6 +74,7 @@ func New(snaps Snapshots, opts Options) *Server {
 	return &Server{
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},
 		metrics: newMetrics(opts.Registerer), genSem: make(chan struct{}, opts.MaxConcurrentGeneration),
+		interned: newInterner(),
 	}
 }
 
