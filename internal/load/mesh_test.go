@@ -99,3 +99,29 @@ func startDaemon(t *testing.T, n int) (addr, dir string) {
 	}
 	return d.XDSAddr(), dir
 }
+
+// startInProcess is startProcess with the daemon in this process (daemon
+// defaults, as the child process has), so a CPU profile covers it.
+func startInProcess(tb testing.TB, n int) *daemonProc {
+	dir := tb.TempDir()
+	for i := range n {
+		writeFile(tb, dir, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
+	}
+	cfg := daemon.Defaults()
+	cfg.ConfigDirs = []string{dir}
+	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")
+	d, err := daemon.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	select {
+	case <-d.Pipeline().Ready():
+	case <-time.After(2 * time.Minute):
+		tb.Fatal("daemon not ready")
+	}
+	return &daemonProc{pid: os.Getpid(), conf: dir, xds: d.XDSAddr(), http: d.HTTPAddr(), inproc: func() { cancel(); <-done }}
+}

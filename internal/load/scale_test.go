@@ -30,7 +30,8 @@ import (
 // and from a new ServiceEntry file until all have ACKed CDS, EDS and RDS
 // holding it. Targets: RSS <= 250 MB, configured <= 15 s, edit <= 0.4 s,
 // new service <= 3 s. BAREMESH_SCALE_BIN runs a prebuilt baremeshd
-// instead of building this tree's.
+// instead of building this tree's; BAREMESH_SCALE_INPROC=1 runs it in
+// this process, for -cpuprofile (RSS and CPU then include the client).
 func BenchmarkScale(b *testing.B) {
 	for _, mode := range []Mode{SotW, Delta} {
 		b.Run(string(mode), func(b *testing.B) {
@@ -200,6 +201,8 @@ func clientCPU() float64 {
 // daemonProc is baremeshd running as a child process.
 type daemonProc struct {
 	cmd       *exec.Cmd
+	pid       int
+	inproc    func() // stops an in-process daemon
 	conf      string
 	xds, http string
 	done      chan struct{}
@@ -213,6 +216,9 @@ var servingRE = regexp.MustCompile(`msg="baremeshd serving" xds=(\S+) http=(\S+)
 // services with its default debounce and file settings.
 func startProcess(tb testing.TB, n int) *daemonProc {
 	tb.Helper()
+	if os.Getenv("BAREMESH_SCALE_INPROC") != "" {
+		return startInProcess(tb, n)
+	}
 	dir := tb.TempDir()
 	bin := os.Getenv("BAREMESH_SCALE_BIN") // a prebuilt baremeshd, else build this tree's
 	if bin == "" {
@@ -238,6 +244,7 @@ func startProcess(tb testing.TB, n int) *daemonProc {
 	if err := d.cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
+	d.pid = d.cmd.Process.Pid
 	serving := make(chan []string, 1)
 	go func() {
 		defer close(d.done)
@@ -292,6 +299,10 @@ func (d *daemonProc) lastLines() string {
 }
 
 func (d *daemonProc) stop() {
+	if d.inproc != nil {
+		d.inproc()
+		return
+	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.done:
@@ -304,7 +315,7 @@ func (d *daemonProc) stop() {
 
 // status reads a kB field of /proc/PID/status, in MB.
 func (d *daemonProc) status(field string) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid))
 	if err != nil {
 		return -1
 	}
@@ -319,7 +330,7 @@ func (d *daemonProc) status(field string) float64 {
 
 // cpu is the daemon's user+system CPU seconds so far.
 func (d *daemonProc) cpu() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.pid))
 	if err != nil {
 		return -1
 	}
