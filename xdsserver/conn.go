@@ -279,6 +279,13 @@ func (c *conn) onPush() error {
 	if req == nil {
 		return nil
 	}
+	if !req.Full && slices.ContainsFunc(c.proxy.IPs, func(ip string) bool { return req.Addresses[ip] }) {
+		// The proxy's own workload changed: its inbound listeners and
+		// clusters may change too.
+		full := *req
+		full.Full = true
+		req = &full
+	}
 	defer func() {
 		for _, r := range recs {
 			r.finished()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
@@ -219,5 +220,25 @@ func pollFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// An endpoint-only push regenerates no LDS, unless it touched the
+// proxy's own address (its inbound config may change).
+func TestEndpointPushSkipsLDSUnlessOwnAddress(t *testing.T) {
+	e := newEnv(t)
+	s := e.open(t)
+	s.send("", "", []string{"a"}, "")
+	r1 := s.recv()
+	s.send(r1.VersionInfo, r1.Nonce, []string{"a"}, "")
+	before := e.gens.Load()
+	svc := map[model.ServiceKey]bool{{Hostname: "x.mesh", Namespace: "ns"}: true}
+	e.srv.OnPush(nil, &push.Request{Endpoints: svc, Addresses: map[string]bool{"10.9.9.9": true}})
+	e.srv.OnPush(nil, &push.Request{Endpoints: svc, Addresses: map[string]bool{"10.0.0.1": true}})
+	pollFor(t, "LDS regenerated for the proxy's own address", func() bool { return e.gens.Load() > before })
+	e.srv.OnPush(nil, &push.Request{Full: true}) // a barrier: one more generation
+	pollFor(t, "full push generated", func() bool { return e.gens.Load() >= before+2 })
+	if got := e.gens.Load() - before; got != 2 {
+		t.Fatalf("LDS generated %d times for (other address, own address, full); want 2", got)
 	}
 }

@@ -101,7 +101,7 @@ func (r *Registry) recomputeEndpoints(seKey config.Key, ch Change) {
 				eps = append(eps, endpointFor(svc, p, w))
 			}
 		}
-		if r.endpoints.SetShard(svc.Key(), seKey, eps) {
+		if r.endpoints.SetShard(svc.Key(), seKey, eps, ch.Addresses) {
 			ch.Endpoints[svc.Key()] = true
 		}
 	}

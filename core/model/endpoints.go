@@ -27,13 +27,23 @@ func NewEndpointIndex() *EndpointIndex {
 }
 
 // SetShard replaces one shard of a service (nil removes it) and reports
-// whether anything changed.
-func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoint) bool {
+// whether anything changed. If addrs is not nil, the addresses of the old
+// and the new endpoints are added to it (a proxy at one of them may need
+// its inbound config rebuilt).
+func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoint, addrs map[string]bool) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	cur := x.shards[svc][shard]
 	if endpointsEqual(cur, eps) {
 		return false
+	}
+	if addrs != nil {
+		for _, e := range cur {
+			addrs[e.Address] = true
+		}
+		for _, e := range eps {
+			addrs[e.Address] = true
+		}
 	}
 	m := x.shards[svc]
 	if m == nil {

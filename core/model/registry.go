@@ -18,6 +18,9 @@ type Change struct {
 	Services map[ServiceKey]bool
 	// Endpoints of services whose endpoints alone changed: the fast path.
 	Endpoints map[ServiceKey]bool
+	// Addresses of endpoints that came, went or changed: a proxy at one
+	// of them may have to rebuild its inbound config.
+	Addresses map[string]bool
 }
 
 // Empty reports whether nothing changed.
@@ -108,7 +111,7 @@ func (r *Registry) Workloads() []*WorkloadInstance {
 func (r *Registry) Apply(events []store.Event) Change {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch := Change{Services: map[ServiceKey]bool{}, Endpoints: map[ServiceKey]bool{}}
+	ch := Change{Services: map[ServiceKey]bool{}, Endpoints: map[ServiceKey]bool{}, Addresses: map[string]bool{}}
 	dirtySE := map[config.Key]bool{} // ServiceEntries whose endpoints need recomputing
 	for _, e := range events {
 		k := e.Key()
@@ -174,7 +177,7 @@ func (r *Registry) applyServiceEntry(k config.Key, c *config.Config, ch Change) 
 					r.alloc.Release(sk)
 				}
 			}
-			r.endpoints.SetShard(sk, k, nil)
+			r.endpoints.SetShard(sk, k, nil, ch.Addresses)
 		}
 	}
 	if len(nu) == 0 {

@@ -102,6 +102,9 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 		req.Services = ch.Services
 	}
 	req.Endpoints = ch.Endpoints
+	if len(ch.Endpoints) > 0 {
+		req.Addresses = ch.Addresses
+	}
 	switch {
 	case req.Full:
 		req.Reasons["config"] = 1

@@ -19,6 +19,9 @@ type Request struct {
 	Services map[model.ServiceKey]bool
 	// Endpoints are services whose endpoints alone changed.
 	Endpoints map[model.ServiceKey]bool
+	// Addresses are the endpoint addresses those changes touched: a proxy
+	// at one of them gets a full push (its inbound config may change).
+	Addresses map[string]bool
 	// Reasons count why the push happened ("config", "endpoint", "mesh").
 	Reasons map[string]int
 	// Start is when the first change merged into this request happened.
@@ -38,6 +41,7 @@ func (r *Request) Merge(o *Request) *Request {
 	out.Configs = mergeSet(out.Configs, o.Configs)
 	out.Services = mergeSet(out.Services, o.Services)
 	out.Endpoints = mergeSet(out.Endpoints, o.Endpoints)
+	out.Addresses = mergeSet(out.Addresses, o.Addresses)
 	for k, v := range o.Reasons {
 		if out.Reasons == nil {
 			out.Reasons = map[string]int{}
@@ -55,6 +59,7 @@ func (r *Request) clone() *Request {
 	c.Configs = maps.Clone(r.Configs)
 	c.Services = maps.Clone(r.Services)
 	c.Endpoints = maps.Clone(r.Endpoints)
+	c.Addresses = maps.Clone(r.Addresses)
 	c.Reasons = maps.Clone(r.Reasons)
 	return &c
 }
