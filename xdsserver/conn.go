@@ -493,13 +493,20 @@ type encoded struct {
 // result deterministically.
 // names nil is a wildcard subscription.
 func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]encoded, error) {
-	in := gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req}
 	start := time.Now()
 	c.s.genSem <- struct{}{}
 	defer func() {
 		<-c.s.genSem
 		c.s.metrics.genTime.WithLabelValues(shortType(typeURL)).Observe(time.Since(start).Seconds())
 	}()
+	if typeURL == gen.EndpointType && names != nil && c.s.eds != nil {
+		return c.generateEDS(pc, names, req)
+	}
+	return c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
+}
+
+// encode runs a generator and encodes what it returns.
+func (c *conn) encode(typeURL string, in gen.Input) ([]encoded, error) {
 	res, err := c.s.opts.Generators[typeURL](in)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ package xdsserver
 import (
 	"context"
 	"log/slog"
+	"os"
 	"runtime"
 	"sort"
 	"sync"
@@ -44,6 +45,14 @@ type Options struct {
 	MaxConcurrentGeneration int
 	Logger                  *slog.Logger
 	Registerer              prometheus.Registerer
+	// NoCache turns the EDS cache off. CacheAssert regenerates on every
+	// cache hit and panics on a difference (default: the environment
+	// variable BAREMESH_CACHE_ASSERT=1).
+	NoCache     bool
+	CacheAssert bool
+	// OnCacheMismatch replaces the assertion's panic (for tests of the
+	// assertion itself).
+	OnCacheMismatch func(msg string)
 }
 
 // Server is the xDS server.
@@ -57,6 +66,7 @@ type Server struct {
 
 	pushes   pushLog
 	interned *interner
+	eds      *edsCache
 
 	mu     sync.RWMutex
 	conns  map[string]*conn
@@ -71,11 +81,18 @@ func New(snaps Snapshots, opts Options) *Server {
 	if opts.MaxConcurrentGeneration <= 0 {
 		opts.MaxConcurrentGeneration = 2 * runtime.GOMAXPROCS(0)
 	}
-	return &Server{
+	s := &Server{
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},
 		metrics: newMetrics(opts.Registerer), genSem: make(chan struct{}, opts.MaxConcurrentGeneration),
 		interned: newInterner(),
 	}
+	if !opts.NoCache {
+		s.eds = &edsCache{assert: opts.CacheAssert || os.Getenv("BAREMESH_CACHE_ASSERT") == "1", mismatch: opts.OnCacheMismatch}
+		if s.eds.mismatch == nil {
+			s.eds.mismatch = func(msg string) { panic(msg) }
+		}
+	}
+	return s
 }
 
 // Register adds ADS and the per-type services to g.

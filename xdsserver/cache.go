@@ -1,0 +1,157 @@
+package xdsserver
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+)
+
+// edsKey is every input of one cluster's ClusterLoadAssignment: the
+// snapshot (by version: services, DestinationRules, Sidecars), the
+// endpoint version of the services with that hostname, and the proxy
+// fields EDS may read. A cached EDS generation receives only what is in
+// its key: the proxy it sees is rebuilt from the key (proxyFromKey), so
+// it cannot depend on anything else about the proxy.
+type edsKey struct {
+	cluster   string
+	push      uint64
+	endpoints uint64
+	nodeType  gen.NodeType
+	namespace string
+	dnsDomain string
+	labels    string // canonical k=v,… form
+	locality  string // region/zone/subzone
+	proxyless bool
+}
+
+func newEDSKey(pc *push.PushContext, p *gen.Proxy, cluster string) edsKey {
+	k := edsKey{cluster: cluster, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
+		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless}
+	if l := p.Locality; l != nil {
+		k.locality = l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubZone()
+	}
+	if ck, ok := gen.ParseClusterName(cluster); ok {
+		for _, s := range pc.ServicesByHost(ck.Host) {
+			k.endpoints += pc.Endpoints.Version(s.Key())
+		}
+	}
+	return k
+}
+
+// proxyFromKey is the proxy a cached EDS generation sees: the key's
+// fields and nothing else.
+func (k edsKey) proxy() *gen.Proxy {
+	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, Metadata: map[string]string{}}
+	if k.locality != "" {
+		parts := strings.SplitN(k.locality, "/", 3)
+		p.Locality = &corev3.Locality{Region: parts[0], Zone: parts[1], SubZone: parts[2]}
+	}
+	return p
+}
+
+func canonicalLabels(l map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(l[k])
+		b.WriteByte('\x00')
+	}
+	return b.String()
+}
+
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// edsCache holds encoded ClusterLoadAssignments of the current snapshot.
+// Identical clusters for thousands of proxies are generated and encoded
+// once. In assert mode (BAREMESH_CACHE_ASSERT=1, on in tests) every hit
+// is regenerated and a difference panics: a key that misses an input is
+// a bug of the class that has produced CVEs in istiod.
+type edsCache struct {
+	assert bool
+	// mismatch is called on an assertion failure; it panics by default.
+	mismatch func(msg string)
+	mu       sync.Mutex
+	push     uint64
+	m        map[edsKey]encoded
+	hits     uint64
+	misses   uint64
+}
+
+// get returns the cached entry for k, dropping entries of older
+// snapshots first.
+func (c *edsCache) get(k edsKey) (encoded, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.push != c.push {
+		if k.push < c.push {
+			return encoded{}, false // an older snapshot: do not cache
+		}
+		c.push, c.m = k.push, map[edsKey]encoded{}
+	}
+	e, ok := c.m[k]
+	if ok {
+		c.hits++
+	} else {
+		c.misses++
+	}
+	return e, ok
+}
+
+func (c *edsCache) put(k edsKey, e encoded) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.push == c.push && c.m != nil {
+		c.m[k] = e
+	}
+}
+
+// generateEDS builds the CLAs of names through the cache.
+func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Request) ([]encoded, error) {
+	cache := c.s.eds
+	out := make([]encoded, 0, len(names))
+	for _, name := range names {
+		k := newEDSKey(pc, c.proxy, name)
+		if e, ok := cache.get(k); ok {
+			if cache.assert {
+				fresh, err := c.generateOne(pc, k, req)
+				if err != nil || len(fresh) != 1 || !bytes.Equal(fresh[0].bytes, e.bytes) {
+					cache.mismatch(fmt.Sprintf("baremesh cache assert: EDS %s for proxy %s: cached bytes differ from a fresh generation (err %v): the cache key misses an input", name, c.proxy.ID, err))
+				}
+			}
+			out = append(out, e)
+			continue
+		}
+		res, err := c.generateOne(pc, k, req)
+		if err != nil {
+			return nil, err
+		}
+		// Cache only if the endpoints did not move during generation.
+		if len(res) == 1 && newEDSKey(pc, c.proxy, name) == k {
+			cache.put(k, res[0])
+		}
+		out = append(out, res...)
+	}
+	return out, nil
+}
+
+func (c *conn) generateOne(pc *push.PushContext, k edsKey, req *push.Request) ([]encoded, error) {
+	return c.encode(gen.EndpointType, gen.Input{Push: pc, Proxy: k.proxy(), Names: []string{k.cluster}, Request: req})
+}

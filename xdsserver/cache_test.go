@@ -1,0 +1,121 @@
+package xdsserver
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+)
+
+// cacheEnv serves EDS from a stand-in generator whose output the test
+// controls through hidden, an input deliberately left out of the cache
+// key, and counts generations.
+type cacheEnv struct {
+	srv      *Server
+	hidden   atomic.Uint32
+	gens     atomic.Int64
+	mu       sync.Mutex
+	mismatch []string
+	client   discovery.AggregatedDiscoveryServiceClient
+}
+
+func newCacheEnv(t *testing.T, assert bool) *cacheEnv {
+	e := &cacheEnv{}
+	snaps := &fixedSnaps{}
+	snaps.pc.Store(push.Build(nil, push.Inputs{Store: store.NewMemory(), Registry: model.NewRegistry(model.NewAllocator())}, nil, time.Now()))
+	e.srv = New(snaps, Options{CacheAssert: assert, OnCacheMismatch: func(m string) {
+		e.mu.Lock()
+		e.mismatch = append(e.mismatch, m)
+		e.mu.Unlock()
+	}, Generators: map[string]gen.Generator{gen.EndpointType: func(in gen.Input) ([]gen.Resource, error) {
+		e.gens.Add(1)
+		var out []gen.Resource
+		for _, n := range in.Names {
+			out = append(out, gen.Resource{Name: n, Resource: &endpointv3.ClusterLoadAssignment{ClusterName: n, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				Locality: &corev3.Locality{Region: in.Proxy.Namespace}, LoadBalancingWeight: nil, Priority: e.hidden.Load()}}}})
+		}
+		return out, nil
+	}}})
+	g := grpc.NewServer()
+	e.srv.Register(g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	e.client = discovery.NewAggregatedDiscoveryServiceClient(cc)
+	return e
+}
+
+func (e *cacheEnv) fetch(t *testing.T, nodeID string, names ...string) *discovery.DiscoveryResponse {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := e.client.StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: nodeID}, TypeUrl: gen.EndpointType, ResourceNames: names}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestEDSCacheSharesAcrossProxies(t *testing.T) {
+	e := newCacheEnv(t, false)
+	names := []string{"outbound|80||a.mesh", "outbound|80||b.mesh"}
+	for i := 0; i < 5; i++ {
+		e.fetch(t, "sidecar~10.0.0."+string(rune('1'+i))+"~p.ns~ns.svc.cluster.local", names...)
+	}
+	if g := e.gens.Load(); g != 2 {
+		t.Fatalf("5 proxies with the same key: %d generations, want 2 (one per cluster)", g)
+	}
+	// Another namespace is another key.
+	e.fetch(t, "sidecar~10.0.1.1~p.other~other.svc.cluster.local", names...)
+	if g := e.gens.Load(); g != 4 {
+		t.Fatalf("a proxy in another namespace: %d generations, want 4", g)
+	}
+}
+
+// TestEDSCacheAssertCatchesHiddenInput: a generator that reads an input
+// outside its key is caught by the assertion on the next hit.
+func TestEDSCacheAssertCatchesHiddenInput(t *testing.T) {
+	e := newCacheEnv(t, true)
+	e.fetch(t, "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local", "outbound|80||a.mesh")
+	e.fetch(t, "sidecar~10.0.0.2~p.ns~ns.svc.cluster.local", "outbound|80||a.mesh")
+	e.mu.Lock()
+	if len(e.mismatch) != 0 {
+		t.Fatalf("false alarm: %v", e.mismatch)
+	}
+	e.mu.Unlock()
+	e.hidden.Store(7) // changes the output without changing the key
+	e.fetch(t, "sidecar~10.0.0.3~p.ns~ns.svc.cluster.local", "outbound|80||a.mesh")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.mismatch) != 1 {
+		t.Fatalf("assertion reports = %v, want one", e.mismatch)
+	}
+}
