@@ -62,7 +62,9 @@ func (ns *notifySocket) next(t *testing.T, what string, match func(string) bool)
 	}
 }
 
-func has(sub string) func(string) bool { return func(m string) bool { return strings.Contains(m, sub) } }
+func has(sub string) func(string) bool {
+	return func(m string) bool { return strings.Contains(m, sub) }
+}
 
 // writeDaemonConfig writes a baremesh.yaml over a conf.d holding one
 // ServiceEntry and returns the file.
