@@ -85,14 +85,11 @@ func parseLabels(s string) map[string]string {
 // is regenerated and a difference panics: a key that misses an input is
 // a bug of the class that has produced CVEs in istiod.
 type edsCache struct {
-	assert bool
-	// mismatch is called on an assertion failure; it panics by default.
-	mismatch func(msg string)
-	mu       sync.Mutex
-	push     uint64
-	m        map[edsKey]encoded
-	hits     uint64
-	misses   uint64
+	mu     sync.Mutex
+	push   uint64
+	m      map[edsKey]encoded
+	hits   uint64
+	misses uint64
 }
 
 // get returns the cached entry for k, dropping entries of older
@@ -130,10 +127,12 @@ func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Reque
 	for _, name := range names {
 		k := newEDSKey(pc, c.proxy, name)
 		if e, ok := cache.get(k); ok {
-			if cache.assert {
-				fresh, err := c.generateOne(pc, k, req)
+			if c.s.assert {
+				// Against the real proxy, not the key's: a field the key
+				// lacks shows as a difference.
+				fresh, err := c.encode(gen.EndpointType, gen.Input{Push: pc, Proxy: c.proxy, Names: []string{name}, Request: req})
 				if err != nil || len(fresh) != 1 || !bytes.Equal(fresh[0].bytes, e.bytes) {
-					cache.mismatch(fmt.Sprintf("baremesh cache assert: EDS %s for proxy %s: cached bytes differ from a fresh generation (err %v): the cache key misses an input", name, c.proxy.ID, err))
+					c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: EDS %s for proxy %s: cached bytes differ from a fresh generation (err %v): the cache key misses an input", name, c.proxy.ID, err))
 				}
 			}
 			out = append(out, e)

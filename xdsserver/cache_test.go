@@ -10,6 +10,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -30,6 +31,8 @@ type cacheEnv struct {
 	mu       sync.Mutex
 	mismatch []string
 	client   discovery.AggregatedDiscoveryServiceClient
+	readID   atomic.Bool // the LDS stand-in reads the proxy ID (not in any key)
+	ldsGens  atomic.Int64
 }
 
 func newCacheEnv(t *testing.T, assert bool) *cacheEnv {
@@ -48,6 +51,13 @@ func newCacheEnv(t *testing.T, assert bool) *cacheEnv {
 				Locality: &corev3.Locality{Region: in.Proxy.Namespace}, LoadBalancingWeight: nil, Priority: e.hidden.Load()}}}})
 		}
 		return out, nil
+	}, gen.ListenerType: func(in gen.Input) ([]gen.Resource, error) {
+		e.ldsGens.Add(1)
+		name := "l-" + in.Proxy.Namespace
+		if e.readID.Load() {
+			name += "-" + in.Proxy.ID
+		}
+		return []gen.Resource{{Name: name, Resource: &listenerv3.Listener{Name: name}}}, nil
 	}}})
 	g := grpc.NewServer()
 	e.srv.Register(g)
@@ -67,6 +77,10 @@ func newCacheEnv(t *testing.T, assert bool) *cacheEnv {
 }
 
 func (e *cacheEnv) fetch(t *testing.T, nodeID string, names ...string) *discovery.DiscoveryResponse {
+	return e.fetchType(t, gen.EndpointType, nodeID, names...)
+}
+
+func (e *cacheEnv) fetchType(t *testing.T, typeURL, nodeID string, names ...string) *discovery.DiscoveryResponse {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -74,7 +88,7 @@ func (e *cacheEnv) fetch(t *testing.T, nodeID string, names ...string) *discover
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: nodeID}, TypeUrl: gen.EndpointType, ResourceNames: names}); err != nil {
+	if err := st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: nodeID}, TypeUrl: typeURL, ResourceNames: names}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := st.Recv()
@@ -85,6 +99,7 @@ func (e *cacheEnv) fetch(t *testing.T, nodeID string, names ...string) *discover
 }
 
 func TestEDSCacheSharesAcrossProxies(t *testing.T) {
+	t.Setenv("BAREMESH_CACHE_ASSERT", "0") // the assertion would regenerate
 	e := newCacheEnv(t, false)
 	names := []string{"outbound|80||a.mesh", "outbound|80||b.mesh"}
 	for i := 0; i < 5; i++ {
@@ -117,5 +132,35 @@ func TestEDSCacheAssertCatchesHiddenInput(t *testing.T) {
 	defer e.mu.Unlock()
 	if len(e.mismatch) != 1 {
 		t.Fatalf("assertion reports = %v, want one", e.mismatch)
+	}
+}
+
+// TestShapeCache: sidecars that differ only in their address share one
+// LDS generation; a generator that reads a proxy field outside the key is
+// caught by the assertion, which compares with the real proxy's output.
+func TestShapeCache(t *testing.T) {
+	t.Setenv("BAREMESH_CACHE_ASSERT", "0") // the assertion would regenerate
+	e := newCacheEnv(t, false)
+	for i := 0; i < 5; i++ {
+		e.fetchType(t, gen.ListenerType, "sidecar~10.0.0."+string(rune('1'+i))+"~p.ns~ns.svc.cluster.local")
+	}
+	if g := e.ldsGens.Load(); g != 1 {
+		t.Fatalf("5 sidecars of one shape: %d LDS generations, want 1", g)
+	}
+
+	a := newCacheEnv(t, true)
+	a.fetchType(t, gen.ListenerType, "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local")
+	a.mu.Lock()
+	if len(a.mismatch) != 0 {
+		t.Fatalf("false alarm: %v", a.mismatch)
+	}
+	a.mu.Unlock()
+	a.readID.Store(true)
+	a.srv.snaps.(*fixedSnaps).pc.Store(push.Build(a.srv.snaps.Current(), push.Inputs{Store: store.NewMemory(), Registry: model.NewRegistry(model.NewAllocator())}, nil, time.Now()))
+	a.fetchType(t, gen.ListenerType, "sidecar~10.0.0.2~p.ns~ns.svc.cluster.local")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.mismatch) != 1 {
+		t.Fatalf("assertion reports = %v, want one (the generator read the proxy ID)", a.mismatch)
 	}
 }

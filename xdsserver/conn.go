@@ -499,8 +499,12 @@ func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, re
 		<-c.s.genSem
 		c.s.metrics.genTime.WithLabelValues(shortType(typeURL)).Observe(time.Since(start).Seconds())
 	}()
-	if typeURL == gen.EndpointType && names != nil && c.s.eds != nil {
+	switch {
+	case c.s.eds == nil:
+	case typeURL == gen.EndpointType && names != nil:
 		return c.generateEDS(pc, names, req)
+	case typeURL == gen.ListenerType || typeURL == gen.ClusterType || typeURL == gen.RouteType:
+		return c.generateShape(pc, typeURL, names, req)
 	}
 	return c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
 }

@@ -45,7 +45,7 @@ type Options struct {
 	MaxConcurrentGeneration int
 	Logger                  *slog.Logger
 	Registerer              prometheus.Registerer
-	// NoCache turns the EDS cache off. CacheAssert regenerates on every
+	// NoCache turns the generation caches off. CacheAssert regenerates on every
 	// cache hit and panics on a difference (default: the environment
 	// variable BAREMESH_CACHE_ASSERT=1).
 	NoCache     bool
@@ -67,6 +67,10 @@ type Server struct {
 	pushes   pushLog
 	interned *interner
 	eds      *edsCache
+	shapes   *shapeCache
+	// assert: regenerate on cache hits and compare (cacheMismatch reports).
+	assert        bool
+	cacheMismatch func(msg string)
 
 	mu     sync.RWMutex
 	conns  map[string]*conn
@@ -86,11 +90,13 @@ func New(snaps Snapshots, opts Options) *Server {
 		metrics: newMetrics(opts.Registerer), genSem: make(chan struct{}, opts.MaxConcurrentGeneration),
 		interned: newInterner(),
 	}
+	s.assert = opts.CacheAssert || os.Getenv("BAREMESH_CACHE_ASSERT") == "1"
+	s.cacheMismatch = opts.OnCacheMismatch
+	if s.cacheMismatch == nil {
+		s.cacheMismatch = func(msg string) { panic(msg) }
+	}
 	if !opts.NoCache {
-		s.eds = &edsCache{assert: opts.CacheAssert || os.Getenv("BAREMESH_CACHE_ASSERT") == "1", mismatch: opts.OnCacheMismatch}
-		if s.eds.mismatch == nil {
-			s.eds.mismatch = func(msg string) { panic(msg) }
-		}
+		s.eds, s.shapes = &edsCache{}, &shapeCache{}
 	}
 	return s
 }

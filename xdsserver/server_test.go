@@ -46,7 +46,10 @@ func newEnv(t *testing.T) *env {
 	e := &env{snaps: &fixedSnaps{}}
 	e.snaps.pc.Store(&push.PushContext{Version: 1})
 	e.port.Store(8080)
-	e.srv = New(e.snaps, Options{Generators: map[string]gen.Generator{gen.ListenerType: func(in gen.Input) ([]gen.Resource, error) {
+	// The stand-in generator reads e.port, an input outside any cache key,
+	// so these protocol tests run without the caches (cache_test.go tests
+	// them).
+	e.srv = New(e.snaps, Options{NoCache: true, Generators: map[string]gen.Generator{gen.ListenerType: func(in gen.Input) ([]gen.Resource, error) {
 		e.gens.Add(1)
 		var out []gen.Resource
 		names := in.Names

@@ -19,11 +19,14 @@ type EndpointIndex struct {
 	shards  map[ServiceKey]map[config.Key][]*Endpoint
 	version map[ServiceKey]uint64
 	counter uint64
+	// addrs counts endpoints by address, so "is anything at this IP?" is
+	// one lookup.
+	addrs map[string]int
 }
 
 // NewEndpointIndex returns an empty index.
 func NewEndpointIndex() *EndpointIndex {
-	return &EndpointIndex{shards: map[ServiceKey]map[config.Key][]*Endpoint{}, version: map[ServiceKey]uint64{}}
+	return &EndpointIndex{shards: map[ServiceKey]map[config.Key][]*Endpoint{}, version: map[ServiceKey]uint64{}, addrs: map[string]int{}}
 }
 
 // SetShard replaces one shard of a service (nil removes it) and reports
@@ -37,13 +40,19 @@ func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoi
 	if endpointsEqual(cur, eps) {
 		return false
 	}
-	if addrs != nil {
-		for _, e := range cur {
+	for _, e := range cur {
+		if addrs != nil {
 			addrs[e.Address] = true
 		}
-		for _, e := range eps {
+		if x.addrs[e.Address]--; x.addrs[e.Address] <= 0 {
+			delete(x.addrs, e.Address)
+		}
+	}
+	for _, e := range eps {
+		if addrs != nil {
 			addrs[e.Address] = true
 		}
+		x.addrs[e.Address]++
 	}
 	m := x.shards[svc]
 	if m == nil {
@@ -79,6 +88,20 @@ func (x *EndpointIndex) Endpoints(svc ServiceKey) []*Endpoint {
 	x.mu.RUnlock()
 	slices.SortFunc(out, compareEndpoints)
 	return out
+}
+
+// HasAddress reports whether any endpoint of any service is at addr.
+func (x *EndpointIndex) HasAddress(addr string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.addrs[addr] > 0
+}
+
+// Generation returns a number that changes whenever any endpoint changes.
+func (x *EndpointIndex) Generation() uint64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.counter
 }
 
 // Version returns a number that changes whenever svc's endpoints change.

@@ -1,0 +1,132 @@
+package xdsserver
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+)
+
+// shapeKey is every input of a proxy's LDS, CDS or RDS: the snapshot (by
+// version), the subscription, and the proxy fields those generators read.
+// A proxy's IPs matter only where an endpoint is at one of them (its
+// inbound side); then the endpoint index generation is part of the key
+// too. Thousands of sidecars that differ only in their address share one
+// key, so their config is generated and encoded once.
+type shapeKey struct {
+	typeURL      string
+	push         uint64
+	nodeType     gen.NodeType
+	namespace    string
+	dnsDomain    string
+	labels       string
+	proxyless    bool
+	istioVersion string
+	ips          string // only the IPs that some endpoint is at
+	endpoints    uint64 // endpoint index generation, when ips is set
+	names        uint64 // hash of the subscribed names; 0 for wildcard
+	wildcard     bool
+}
+
+func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
+	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
+		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioVersion: p.IstioVersion, wildcard: names == nil}
+	var ips []string
+	for _, ip := range p.IPs {
+		if pc.Endpoints.HasAddress(ip) {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) > 0 {
+		k.ips = strings.Join(ips, ",")
+		k.endpoints = pc.Endpoints.Generation()
+	}
+	if names != nil {
+		h := fnv.New64a()
+		for _, n := range names {
+			h.Write([]byte(n))
+			h.Write([]byte{0})
+		}
+		k.names = h.Sum64()
+	}
+	return k
+}
+
+// proxy is the proxy a cached generation sees: the key's fields only.
+func (k shapeKey) proxy() *gen.Proxy {
+	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioVersion: k.istioVersion, Metadata: map[string]string{}}
+	if k.ips != "" {
+		p.IPs = strings.Split(k.ips, ",")
+	}
+	return p
+}
+
+// shapeCache holds whole LDS, CDS and RDS outputs of the current snapshot.
+type shapeCache struct {
+	mu   sync.Mutex
+	push uint64
+	m    map[shapeKey]*shapeEntry
+}
+
+// shapeEntry is filled once; later callers wait for it (no stampede of
+// thousands of identical generations in a connect storm).
+type shapeEntry struct {
+	done chan struct{}
+	res  []encoded
+	err  error
+}
+
+// generateShape builds LDS, CDS or RDS through the cache. In assert mode
+// a hit is checked against a fresh generation for the real proxy: a
+// difference means the key misses an input.
+func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]encoded, error) {
+	sc := c.s.shapes
+	k := newShapeKey(pc, typeURL, c.proxy, names)
+	sc.mu.Lock()
+	if k.push > sc.push {
+		sc.push, sc.m = k.push, map[shapeKey]*shapeEntry{}
+	}
+	var e *shapeEntry
+	owner := false
+	if k.push == sc.push {
+		if e = sc.m[k]; e == nil {
+			e = &shapeEntry{done: make(chan struct{})}
+			sc.m[k] = e
+			owner = true
+		}
+	}
+	sc.mu.Unlock()
+	if e == nil { // an older snapshot than the cache's: no caching
+		return c.encode(typeURL, gen.Input{Push: pc, Proxy: k.proxy(), Names: names, Request: req})
+	}
+	if owner {
+		e.res, e.err = c.encode(typeURL, gen.Input{Push: pc, Proxy: k.proxy(), Names: names, Request: req})
+		close(e.done)
+	} else {
+		<-e.done
+	}
+	if c.s.assert {
+		fresh, err := c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
+		if err != nil || !sameEncoded(fresh, e.res) {
+			c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: %s for proxy %s differs from the cached output of its key: the key misses an input (err %v)", shortType(typeURL), c.proxy.ID, err))
+		}
+	}
+	return e.res, e.err
+}
+
+func sameEncoded(a, b []encoded) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].name != b[i].name || !bytes.Equal(a[i].bytes, b[i].bytes) {
+			return false
+		}
+	}
+	return true
+}
