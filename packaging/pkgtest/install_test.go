@@ -218,10 +218,24 @@ func TestInstallUnderSystemd(t *testing.T) {
 		}
 	})
 
-	step("baremesh-agent: remove stops it, purge removes agent.yaml", func() {
+	step("baremesh-agent applies capture with only its unit's capabilities", func() {
+		c.sh(`sed -i 's/disabled: true/disabled: false/' /etc/baremesh/agent.yaml`)
+		c.must("systemctl", "restart", "baremesh-agent.service")
+		if a := c.show("baremesh-agent.service"); a["ActiveState"] != "active" {
+			t.Fatalf("agent with capture: %v\n%s", a, lastLines(c.journal("baremesh-agent.service"), 10))
+		}
+		if rules := c.must("iptables-save"); !strings.Contains(rules, "-A OUTPUT -j BAREMESH_OUTPUT") {
+			t.Errorf("no capture rules after the agent is ready:\n%s", rules)
+		}
+	})
+
+	step("baremesh-agent: remove stops it (rules gone), purge removes agent.yaml", func() {
 		c.must("dpkg", "-r", "baremesh-agent")
 		if a := c.show("baremesh-agent.service"); a["ActiveState"] == "active" {
 			t.Errorf("agent after remove: %v", a)
+		}
+		if rules := c.must("iptables-save"); strings.Contains(rules, "BAREMESH") {
+			t.Errorf("capture rules left after remove:\n%s\nagent journal:\n%s", lastLines(rules, 5), lastLines(c.journal("baremesh-agent.service"), 15))
 		}
 		if !c.exists("/etc/baremesh/agent.yaml") {
 			t.Error("remove deleted agent.yaml")
