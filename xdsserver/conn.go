@@ -49,6 +49,9 @@ type conn struct {
 	// curRecs are the pushes being handled; only the loop goroutine
 	// touches it.
 	curRecs []*pushRecord
+	// slot: the connection holds an in-flight slot (inflight.go).
+	slot    bool
+	slotGen int
 }
 
 // watch is the state of one type on one connection.
@@ -78,6 +81,8 @@ type watch struct {
 	// pushStart is when the change behind the unACKed response happened,
 	// for the convergence histogram.
 	pushStart time.Time
+	// awaitingAck: a response was sent and neither ACKed nor NACKed yet.
+	awaitingAck bool
 
 	// Delta xDS only: the version of each resource the client holds (as
 	// far as we know), what it rejected, and what each in-flight response
@@ -113,6 +118,7 @@ func (s *Server) serve(stream sotwStream, fixedType string) error {
 	}
 	s.addConn(c)
 	defer s.removeConn(c)
+	defer func() { c.mu.Lock(); c.releaseSlotLocked(); c.mu.Unlock() }()
 	log := s.log.With("proxy", proxy.ID, "peer", c.peer)
 	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
 	defer log.Info("proxy disconnected")
@@ -204,6 +210,8 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "request").Inc()
 		return c.respond(w, nil, true, nil) // initial request, or a reconnect
 	case r.GetErrorDetail() != nil:
+		w.awaitingAck = false
+		c.settleSlotLocked()
 		w.nacks++
 		w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
 		w.rejectLast()
@@ -219,6 +227,8 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 	default:
 		w.acks++
 		w.ackedVer, w.ackedAt = r.GetVersionInfo(), time.Now()
+		w.awaitingAck = false
+		c.settleSlotLocked()
 		c.observeConvergence(w)
 		c.mu.Unlock()
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
@@ -341,7 +351,10 @@ func edsNamesFor(subscribed []string, req *push.Request) []string {
 
 // send sends a SotW response and accounts for it.
 func (c *conn) send(w *watch, resp *discovery.DiscoveryResponse) error {
-	if err := c.stream.Send(resp); err != nil {
+	c.s.sendSem <- struct{}{}
+	err := c.stream.Send(resp)
+	<-c.s.sendSem
+	if err != nil {
 		return err
 	}
 	size := proto.Size(resp)
@@ -387,6 +400,8 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 	if pc == nil {
 		return nil // not ready: the first push will answer
 	}
+	c.acquireSlot()
+	defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
 	c.mu.Lock()
 	names := w.names
 	c.mu.Unlock()
@@ -456,6 +471,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 		Nonce: strconv.Itoa(w.nonce),
 	}
 	w.sentNonce, w.sentVer, w.sentAt = resp.Nonce, resp.VersionInfo, time.Now()
+	w.awaitingAck = true
 	if incremental(w.typeURL) || w.sentHash != w.nackedHash {
 		w.nack = nil // a new config: the old rejection no longer applies
 	}

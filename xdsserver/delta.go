@@ -46,6 +46,7 @@ func (s *Server) DeltaAggregatedResources(stream deltaStream) error {
 	}
 	s.addConn(c)
 	defer s.removeConn(c)
+	defer func() { c.mu.Lock(); c.releaseSlotLocked(); c.mu.Unlock() }()
 	log := s.log.With("proxy", proxy.ID, "peer", c.peer)
 	log.Info("proxy connected (delta)", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
 	defer log.Info("proxy disconnected")
@@ -114,6 +115,8 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 		case !tracked:
 			// an ACK of a response we no longer track: nothing to do
 		case r.GetErrorDetail() != nil:
+			w.awaitingAck = false
+			c.settleSlotLocked()
 			w.nacks++
 			w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
 			for name, prev := range sent {
@@ -130,6 +133,10 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 		default:
 			w.acks++
 			w.ackedVer, w.ackedAt = w.sentVer, time.Now()
+			if nonce == w.sentNonce {
+				w.awaitingAck = false
+				c.settleSlotLocked()
+			}
 			c.observeConvergence(w)
 			c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
 		}
@@ -176,6 +183,8 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 	if pc == nil {
 		return nil
 	}
+	c.acquireSlot()
+	defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
 	c.mu.Lock()
 	names := w.names
 	if w.wildcard {
@@ -233,12 +242,16 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 	resp.Nonce = strconv.Itoa(w.nonce)
 	w.inFlight[resp.Nonce] = prev
 	w.sentNonce, w.sentVer, w.sentAt = resp.Nonce, resp.SystemVersionInfo+"-"+resp.Nonce, time.Now()
+	w.awaitingAck = true
 	if len(w.rejected) == 0 {
 		w.nack = nil
 	}
 	w.notePushStart(req)
 	c.mu.Unlock()
-	if err := c.delta.Send(resp); err != nil {
+	c.s.sendSem <- struct{}{}
+	err = c.delta.Send(resp)
+	<-c.s.sendSem
+	if err != nil {
 		return err
 	}
 	size := proto.Size(resp)

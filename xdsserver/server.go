@@ -43,8 +43,14 @@ type Options struct {
 	// MaxConcurrentGeneration bounds how many connections generate at
 	// once (not how many may connect); default 2×GOMAXPROCS.
 	MaxConcurrentGeneration int
-	Logger                  *slog.Logger
-	Registerer              prometheus.Registerer
+	// MaxConcurrentSends bounds responses being written at once; default
+	// 64.
+	MaxConcurrentSends int
+	// MaxInFlight bounds the connections with unACKed responses (see
+	// inflight.go); default 100.
+	MaxInFlight int
+	Logger      *slog.Logger
+	Registerer  prometheus.Registerer
 	// NoCache turns the generation caches off. CacheAssert regenerates on every
 	// cache hit and panics on a difference (default: the environment
 	// variable BAREMESH_CACHE_ASSERT=1).
@@ -63,6 +69,8 @@ type Server struct {
 	snaps   Snapshots
 	metrics *metrics
 	genSem  chan struct{}
+	sendSem chan struct{}
+	slots   chan struct{}
 
 	pushes   pushLog
 	interned *interner
@@ -85,9 +93,16 @@ func New(snaps Snapshots, opts Options) *Server {
 	if opts.MaxConcurrentGeneration <= 0 {
 		opts.MaxConcurrentGeneration = 2 * runtime.GOMAXPROCS(0)
 	}
+	if opts.MaxConcurrentSends <= 0 {
+		opts.MaxConcurrentSends = 64
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 100
+	}
 	s := &Server{
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},
 		metrics: newMetrics(opts.Registerer), genSem: make(chan struct{}, opts.MaxConcurrentGeneration),
+		sendSem:  make(chan struct{}, opts.MaxConcurrentSends),
 		interned: newInterner(),
 	}
 	s.assert = opts.CacheAssert || os.Getenv("BAREMESH_CACHE_ASSERT") == "1"
