@@ -1,7 +1,6 @@
 package xdsserver
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -87,21 +86,21 @@ func parseLabels(s string) map[string]string {
 type edsCache struct {
 	mu     sync.Mutex
 	push   uint64
-	m      map[edsKey]encoded
+	m      map[edsKey]*encoded
 	hits   uint64
 	misses uint64
 }
 
 // get returns the cached entry for k, dropping entries of older
 // snapshots first.
-func (c *edsCache) get(k edsKey) (encoded, bool) {
+func (c *edsCache) get(k edsKey) (*encoded, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k.push != c.push {
 		if k.push < c.push {
-			return encoded{}, false // an older snapshot: do not cache
+			return nil, false // an older snapshot: do not cache
 		}
-		c.push, c.m = k.push, map[edsKey]encoded{}
+		c.push, c.m = k.push, map[edsKey]*encoded{}
 	}
 	e, ok := c.m[k]
 	if ok {
@@ -112,7 +111,7 @@ func (c *edsCache) get(k edsKey) (encoded, bool) {
 	return e, ok
 }
 
-func (c *edsCache) put(k edsKey, e encoded) {
+func (c *edsCache) put(k edsKey, e *encoded) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k.push == c.push && c.m != nil {
@@ -121,9 +120,9 @@ func (c *edsCache) put(k edsKey, e encoded) {
 }
 
 // generateEDS builds the CLAs of names through the cache.
-func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Request) ([]encoded, error) {
+func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Request) ([]*encoded, error) {
 	cache := c.s.eds
-	out := make([]encoded, 0, len(names))
+	out := make([]*encoded, 0, len(names))
 	for _, name := range names {
 		k := newEDSKey(pc, c.proxy, name)
 		if e, ok := cache.get(k); ok {
@@ -131,7 +130,7 @@ func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Reque
 				// Against the real proxy, not the key's: a field the key
 				// lacks shows as a difference.
 				fresh, err := c.encode(gen.EndpointType, gen.Input{Push: pc, Proxy: c.proxy, Names: []string{name}, Request: req})
-				if err != nil || len(fresh) != 1 || !bytes.Equal(fresh[0].bytes, e.bytes) {
+				if err != nil || len(fresh) != 1 || fresh[0].sum != e.sum {
 					c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: EDS %s for proxy %s: cached bytes differ from a fresh generation (err %v): the cache key misses an input", name, c.proxy.ID, err))
 				}
 			}
@@ -151,6 +150,6 @@ func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Reque
 	return out, nil
 }
 
-func (c *conn) generateOne(pc *push.PushContext, k edsKey, req *push.Request) ([]encoded, error) {
+func (c *conn) generateOne(pc *push.PushContext, k edsKey, req *push.Request) ([]*encoded, error) {
 	return c.encode(gen.EndpointType, gen.Input{Push: pc, Proxy: k.proxy(), Names: []string{k.cluster}, Request: req})
 }

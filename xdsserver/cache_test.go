@@ -59,7 +59,7 @@ func newCacheEnv(t *testing.T, assert bool) *cacheEnv {
 		}
 		return []gen.Resource{{Name: name, Resource: &listenerv3.Listener{Name: name}}}, nil
 	}}})
-	g := grpc.NewServer()
+	g := grpc.NewServer(GRPCServerOptions()...)
 	e.srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

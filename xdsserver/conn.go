@@ -1,9 +1,7 @@
 package xdsserver
 
 import (
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -15,8 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -66,16 +62,20 @@ type watch struct {
 	sentVer   string
 	sentHash  [32]byte // LDS, CDS: of the whole set
 	sentAt    time.Time
-	// have is what the proxy holds, by name (for config_dump).
-	have map[string]*anypb.Any
-	// EDS, RDS: per-resource hashes sent and rejected, and what the last
-	// response replaced (to roll back on its NACK).
-	sentRes, rejectedRes, lastPrev map[string][32]byte
-	ackedVer                       string
-	ackedAt                        time.Time
-	nack                           *nack
-	nackedHash                     [32]byte
-	genErr                         string
+	// held is what the proxy holds, shared with every other proxy that
+	// holds the same resources: sorted by name for EDS, RDS and Delta, in
+	// generator order for SotW LDS and CDS.
+	held []*encoded
+	// rejected: per resource, the version the proxy NACKed (EDS, RDS,
+	// Delta); lastPrev: what the last response replaced, to roll back on
+	// its NACK (nil: the proxy did not hold it).
+	rejected   map[string][32]byte
+	lastPrev   map[string]*encoded
+	ackedVer   string
+	ackedAt    time.Time
+	nack       *nack
+	nackedHash [32]byte
+	genErr     string
 	// counts of what the client sent, for syncz and tests
 	requests, acks, nacks int
 	// pushStart is when the change behind the unACKed response happened,
@@ -84,12 +84,10 @@ type watch struct {
 	// awaitingAck: a response was sent and neither ACKed nor NACKed yet.
 	awaitingAck bool
 
-	// Delta xDS only: the version of each resource the client holds (as
-	// far as we know), what it rejected, and what each in-flight response
-	// changed (to roll back on a NACK).
-	known    map[string]string
-	rejected map[string]string
-	inFlight map[string]map[string]string
+	// Delta xDS only: versions the client said it holds when it
+	// (re)connected, and what each unACKed response replaced.
+	initial  map[string]string
+	inFlight map[string]map[string]*encoded
 }
 
 type nack struct {
@@ -266,11 +264,15 @@ func (w *watch) setNames(names []string) bool {
 		w.names = slices.Clone(names)
 		// The client forgets what it unsubscribed: a later subscription of
 		// the same name must be answered with the resource again.
-		for name := range w.sentRes {
-			if _, ok := slices.BinarySearch(w.names, name); !ok {
-				delete(w.sentRes, name)
-				delete(w.rejectedRes, name)
-				delete(w.have, name)
+		if incremental(w.typeURL) {
+			w.held = slices.DeleteFunc(slices.Clone(w.held), func(e *encoded) bool {
+				_, ok := slices.BinarySearch(w.names, e.name)
+				return !ok
+			})
+			for name := range w.rejected {
+				if _, ok := slices.BinarySearch(w.names, name); !ok {
+					delete(w.rejected, name)
+				}
 			}
 		}
 	}
@@ -349,23 +351,6 @@ func edsNamesFor(subscribed []string, req *push.Request) []string {
 	return out
 }
 
-// send sends a SotW response and accounts for it.
-func (c *conn) send(w *watch, resp *discovery.DiscoveryResponse) error {
-	c.s.sendSem <- struct{}{}
-	err := c.stream.Send(resp)
-	<-c.s.sendSem
-	if err != nil {
-		return err
-	}
-	size := proto.Size(resp)
-	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
-	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(size))
-	for _, r := range c.curRecs {
-		r.sent(shortType(w.typeURL), size)
-	}
-	return nil
-}
-
 // notePushStart remembers when the change behind a response happened;
 // c.mu is held.
 func (w *watch) notePushStart(req *push.Request) {
@@ -381,170 +366,6 @@ func (c *conn) observeConvergence(w *watch) {
 		c.s.metrics.convergence.WithLabelValues(shortType(w.typeURL)).Observe(time.Since(w.pushStart).Seconds())
 		w.pushStart = time.Time{}
 	}
-}
-
-// incremental reports whether a SotW response of the type may carry a
-// subset of the subscription: true for EDS and RDS, whose resources are
-// named and not state of the world; LDS and CDS are always sent whole.
-func incremental(typeURL string) bool { return typeURL == gen.EndpointType || typeURL == gen.RouteType }
-
-// respond generates w's type and sends what the proxy lacks. LDS and CDS
-// go whole, unless identical to what was sent last (a no-op) or to what
-// the proxy NACKed (it would only NACK again). EDS and RDS carry only the
-// resources whose bytes changed, never one identical to a rejected
-// version. force answers even with nothing new (an initial request needs
-// an answer). only, if not nil, narrows generation to those names (an
-// endpoint push regenerates only the clusters of changed services).
-func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) error {
-	pc := c.s.snaps.Current()
-	if pc == nil {
-		return nil // not ready: the first push will answer
-	}
-	c.acquireSlot()
-	defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
-	c.mu.Lock()
-	names := w.names
-	c.mu.Unlock()
-	if only != nil {
-		names = only
-	}
-	res, err := c.generate(pc, w.typeURL, names, req)
-	c.mu.Lock()
-	if err != nil {
-		w.genErr = err.Error()
-		c.mu.Unlock()
-		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
-		return nil
-	}
-	w.genErr = ""
-	if w.have == nil {
-		w.have, w.sentRes, w.rejectedRes = map[string]*anypb.Any{}, map[string][32]byte{}, map[string][32]byte{}
-	}
-	var anys []*anypb.Any
-	if incremental(w.typeURL) {
-		w.lastPrev = map[string][32]byte{}
-		for _, r := range res {
-			sum := r.sum
-			if rej, ok := w.rejectedRes[r.name]; ok {
-				if rej == sum {
-					continue
-				}
-				delete(w.rejectedRes, r.name) // the config moved on
-			}
-			if !force && w.sentRes[r.name] == sum {
-				continue // the proxy holds it (perhaps the version before a rejected one)
-			}
-			w.lastPrev[r.name] = w.sentRes[r.name]
-			w.sentRes[r.name], w.have[r.name] = sum, r.any
-			anys = append(anys, r.any)
-		}
-		if len(w.rejectedRes) == 0 {
-			w.nack = nil
-		}
-		if len(anys) == 0 && !force {
-			c.mu.Unlock()
-			return nil
-		}
-	} else {
-		h := sha256.New()
-		anys = make([]*anypb.Any, len(res))
-		for i, r := range res {
-			h.Write(r.sum[:])
-			anys[i] = r.any
-		}
-		var sum [32]byte
-		copy(sum[:], h.Sum(nil))
-		if !force && (sum == w.sentHash || (w.nack != nil && sum == w.nackedHash)) {
-			c.mu.Unlock()
-			return nil
-		}
-		w.sentHash = sum
-		clear(w.have)
-		for _, r := range res {
-			w.have[r.name] = r.any
-		}
-	}
-	w.nonce++
-	resp := &discovery.DiscoveryResponse{
-		VersionInfo: strconv.FormatUint(pc.Version, 10) + "-" + strconv.Itoa(w.nonce),
-		TypeUrl:     w.typeURL, Resources: anys,
-		Nonce: strconv.Itoa(w.nonce),
-	}
-	w.sentNonce, w.sentVer, w.sentAt = resp.Nonce, resp.VersionInfo, time.Now()
-	w.awaitingAck = true
-	if incremental(w.typeURL) || w.sentHash != w.nackedHash {
-		w.nack = nil // a new config: the old rejection no longer applies
-	}
-	w.notePushStart(req)
-	c.mu.Unlock()
-	return c.send(w, resp)
-}
-
-// rejectLast records a NACK of the last response; c.mu is held.
-func (w *watch) rejectLast() {
-	if !incremental(w.typeURL) {
-		w.nackedHash = w.sentHash
-		return
-	}
-	for name, prev := range w.lastPrev {
-		w.rejectedRes[name] = w.sentRes[name]
-		if prev == ([32]byte{}) {
-			delete(w.sentRes, name)
-		} else {
-			w.sentRes[name] = prev
-		}
-	}
-	w.lastPrev = nil
-}
-
-// encoded is one generated resource, packed and encoded once.
-type encoded struct {
-	name  string
-	any   *anypb.Any // shared between connections: never alter
-	bytes []byte
-	sum   [32]byte // of type and bytes
-}
-
-// generate runs w's generator under the generation bound and encodes the
-// result deterministically.
-// names nil is a wildcard subscription.
-func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]encoded, error) {
-	start := time.Now()
-	c.s.genSem <- struct{}{}
-	defer func() {
-		<-c.s.genSem
-		c.s.metrics.genTime.WithLabelValues(shortType(typeURL)).Observe(time.Since(start).Seconds())
-	}()
-	switch {
-	case c.s.eds == nil:
-	case typeURL == gen.EndpointType && names != nil:
-		return c.generateEDS(pc, names, req)
-	case typeURL == gen.ListenerType || typeURL == gen.ClusterType || typeURL == gen.RouteType:
-		return c.generateShape(pc, typeURL, names, req)
-	}
-	return c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
-}
-
-// encode runs a generator and encodes what it returns.
-func (c *conn) encode(typeURL string, in gen.Input) ([]encoded, error) {
-	res, err := c.s.opts.Generators[typeURL](in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]encoded, 0, len(res))
-	for _, r := range res {
-		a, err := anypb.New(r.Resource)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Name, err)
-		}
-		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(a)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Name, err)
-		}
-		shared, sum := c.s.interned.intern(typeURL, b, a)
-		out = append(out, encoded{name: r.Name, any: shared, bytes: b, sum: sum})
-	}
-	return out, nil
 }
 
 func shortType(typeURL string) string {

@@ -2,9 +2,7 @@ package xdsserver
 
 import (
 	"encoding/json"
-	"maps"
 	"net/http"
-	"slices"
 	"sort"
 	"time"
 
@@ -51,7 +49,7 @@ func (s *Server) Syncz() []ProxyStatus {
 		c.mu.Lock()
 		for t, w := range c.watches {
 			ss := SyncStatus{Type: shortType(t), Names: len(w.names), Wildcard: w.wildcard, SentVersion: w.sentVer, SentNonce: w.sentNonce,
-				SentAt: w.sentAt, Resources: len(w.have), AckedVer: w.ackedVer, AckedAt: w.ackedAt, GenError: w.genErr,
+				SentAt: w.sentAt, Resources: len(w.held), AckedVer: w.ackedVer, AckedAt: w.ackedAt, GenError: w.genErr,
 				Requests: w.requests, Acks: w.acks, Nacks: w.nacks}
 			if w.nack != nil {
 				n := *w.nack
@@ -99,8 +97,12 @@ func (s *Server) ConfigDumpHandler() http.Handler {
 			d := dump{Connection: c.id, Types: map[string][]json.RawMessage{}}
 			c.mu.Lock()
 			for t, wa := range c.watches {
-				for _, name := range slices.Sorted(maps.Keys(wa.have)) {
-					b, err := protojson.Marshal(wa.have[name])
+				for _, e := range wa.held {
+					a, err := e.any()
+					var b []byte
+					if err == nil {
+						b, err = protojson.Marshal(a)
+					}
 					if err != nil {
 						b, _ = json.Marshal(map[string]string{"error": err.Error()})
 					}

@@ -1,7 +1,6 @@
 package xdsserver
 
 import (
-	"encoding/hex"
 	"errors"
 	"maps"
 	"slices"
@@ -13,8 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -102,9 +99,8 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 	w := c.watches[typeURL]
 	first := w == nil
 	if first {
-		w = &watch{typeURL: typeURL, known: map[string]string{}, rejected: map[string]string{}, inFlight: map[string]map[string]string{}}
+		w = &watch{typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string]map[string]*encoded{}}
 		c.watches[typeURL] = w
-		maps.Copy(w.known, r.GetInitialResourceVersions())
 		// Legacy wildcard: a first LDS/CDS request that names nothing.
 		w.wildcard = len(r.GetResourceNamesSubscribe()) == 0 && (typeURL == gen.ListenerType || typeURL == gen.ClusterType)
 	}
@@ -119,14 +115,19 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			c.settleSlotLocked()
 			w.nacks++
 			w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
+			var back []*encoded
+			drop := map[string]bool{}
 			for name, prev := range sent {
-				w.rejected[name] = w.known[name]
-				if prev == "" {
-					delete(w.known, name)
+				if cur := findHeld(w.held, name); cur != nil {
+					w.rejected[name] = cur.sum
+				}
+				if prev == nil {
+					drop[name] = true
 				} else {
-					w.known[name] = prev
+					back = append(back, prev)
 				}
 			}
+			w.held = withHeld(w.held, back, drop)
 			c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
 			c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
 				"proxy", c.proxy.ID, "type", shortType(typeURL), "error", r.GetErrorDetail().GetMessage())
@@ -164,7 +165,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 		}
 		if i, found := slices.BinarySearch(w.names, n); found {
 			w.names = slices.Delete(w.names, i, i+1)
-			delete(w.known, n)
+			w.held = withHeld(w.held, nil, map[string]bool{n: true})
 			changed = true
 		}
 	}
@@ -200,65 +201,61 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 		return nil
 	}
 	w.genErr = ""
-	resp := &discovery.DeltaDiscoveryResponse{TypeUrl: w.typeURL, SystemVersionInfo: strconv.FormatUint(pc.Version, 10)}
-	prev := map[string]string{}
+	prev := map[string]*encoded{}
 	present := make(map[string]bool, len(res))
-	w.have = make(map[string]*anypb.Any, len(res))
+	var send, adopt []*encoded
 	for _, r := range res {
-		w.have[r.name] = r.any
 		present[r.name] = true
-		v := hex.EncodeToString(r.sum[:8])
-		if w.known[r.name] == v {
+		old := findHeld(w.held, r.name)
+		if old == nil {
+			if v, ok := w.initial[r.name]; ok {
+				delete(w.initial, r.name)
+				if v == r.version() {
+					adopt = append(adopt, r) // it had this version when it connected
+					continue
+				}
+			}
+		} else if old.sum == r.sum {
 			continue
 		}
 		if rej, ok := w.rejected[r.name]; ok {
-			if rej == v {
+			if rej == r.sum {
 				continue // the same config it rejected: wait for a change
 			}
 			delete(w.rejected, r.name)
 		}
-		prev[r.name] = w.known[r.name]
-		w.known[r.name] = v
-		resp.Resources = append(resp.Resources, &discovery.Resource{Name: r.name, Version: v, Resource: r.any})
+		prev[r.name] = old
+		send = append(send, r)
 	}
-	for name, v := range w.known {
-		if present[name] {
+	var removed []string
+	drop := map[string]bool{}
+	for _, e := range w.held {
+		if present[e.name] {
 			continue
 		}
+		drop[e.name] = true
 		// Gone: a wildcard client drops it; a named subscriber learns that
 		// the resource it asked for no longer exists.
-		if w.wildcard || slices.Contains(w.names, name) {
-			resp.RemovedResources = append(resp.RemovedResources, name)
-			prev[name] = v
+		if _, subscribed := slices.BinarySearch(w.names, e.name); w.wildcard || subscribed {
+			removed = append(removed, e.name)
+			prev[e.name] = e
 		}
-		delete(w.known, name)
 	}
-	slices.Sort(resp.RemovedResources)
-	if len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 && !force {
+	w.held = withHeld(w.held, append(adopt, send...), drop)
+	if len(send) == 0 && len(removed) == 0 && !force {
 		c.mu.Unlock()
 		return nil
 	}
 	w.nonce++
-	resp.Nonce = strconv.Itoa(w.nonce)
-	w.inFlight[resp.Nonce] = prev
-	w.sentNonce, w.sentVer, w.sentAt = resp.Nonce, resp.SystemVersionInfo+"-"+resp.Nonce, time.Now()
+	nonce := strconv.Itoa(w.nonce)
+	version := strconv.FormatUint(pc.Version, 10)
+	w.inFlight[nonce] = prev
+	w.sentNonce, w.sentVer, w.sentAt = nonce, version+"-"+nonce, time.Now()
 	w.awaitingAck = true
 	if len(w.rejected) == 0 {
 		w.nack = nil
 	}
 	w.notePushStart(req)
 	c.mu.Unlock()
-	c.s.sendSem <- struct{}{}
-	err = c.delta.Send(resp)
-	<-c.s.sendSem
-	if err != nil {
-		return err
-	}
-	size := proto.Size(resp)
-	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
-	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(size))
-	for _, r := range c.curRecs {
-		r.sent(shortType(w.typeURL), size)
-	}
-	return nil
+	return c.sendMsg(w, deltaMsg(version, w.typeURL, nonce, send, removed))
 }

@@ -61,7 +61,7 @@ func newEnv(t *testing.T) *env {
 		}
 		return out, nil
 	}}})
-	g := grpc.NewServer()
+	g := grpc.NewServer(GRPCServerOptions()...)
 	e.srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

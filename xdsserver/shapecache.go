@@ -1,7 +1,6 @@
 package xdsserver
 
 import (
-	"bytes"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -77,14 +76,14 @@ type shapeCache struct {
 // thousands of identical generations in a connect storm).
 type shapeEntry struct {
 	done chan struct{}
-	res  []encoded
+	res  []*encoded
 	err  error
 }
 
 // generateShape builds LDS, CDS or RDS through the cache. In assert mode
 // a hit is checked against a fresh generation for the real proxy: a
 // difference means the key misses an input.
-func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]encoded, error) {
+func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]*encoded, error) {
 	sc := c.s.shapes
 	k := newShapeKey(pc, typeURL, c.proxy, names)
 	sc.mu.Lock()
@@ -119,12 +118,12 @@ func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []strin
 	return e.res, e.err
 }
 
-func sameEncoded(a, b []encoded) bool {
+func sameEncoded(a, b []*encoded) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i].name != b[i].name || !bytes.Equal(a[i].bytes, b[i].bytes) {
+		if a[i].name != b[i].name || a[i].sum != b[i].sum {
 			return false
 		}
 	}

@@ -67,11 +67,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.xdsLis.Close()
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
-	d.grpc = grpc.NewServer(
+	d.grpc = grpc.NewServer(append(xdsserver.GRPCServerOptions(),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16<<20),
-	)
+	)...)
 	d.xds = xdsserver.New(d.pipeline, xdsserver.Options{
 		Generators: map[string]gen.Generator{
 			gen.ListenerType: lds.Generate, gen.RouteType: rds.Generate,

@@ -1,0 +1,204 @@
+package xdsserver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+)
+
+// encoded is one generated resource, encoded once, as an Any framed as
+// field 2 of a DiscoveryResponse (which is also field 2 of a Delta
+// Resource). It is shared by every connection that holds it and never
+// altered.
+type encoded struct {
+	name   string
+	sum    [32]byte // of type URL and bytes
+	framed []byte   // tag, length, Any bytes
+	off    int      // where the Any bytes start in framed
+}
+
+func (e *encoded) anyBytes() []byte { return e.framed[e.off:] }
+
+// version is the resource's Delta version.
+func (e *encoded) version() string { return hex.EncodeToString(e.sum[:8]) }
+
+// any decodes the resource (for config_dump).
+func (e *encoded) any() (*anypb.Any, error) {
+	a := &anypb.Any{}
+	return a, proto.Unmarshal(e.anyBytes(), a)
+}
+
+func findHeld(held []*encoded, name string) *encoded {
+	i, ok := slices.BinarySearchFunc(held, name, func(e *encoded, n string) int { return strings.Compare(e.name, n) })
+	if !ok {
+		return nil
+	}
+	return held[i]
+}
+
+// withHeld returns held (sorted by name) with each of set replacing or
+// adding the entry of its name, and each name in drop removed. held is
+// not altered: it may be shared with debug readers.
+func withHeld(held []*encoded, set []*encoded, drop map[string]bool) []*encoded {
+	out := make([]*encoded, 0, len(held)+len(set))
+	replaced := make(map[string]*encoded, len(set))
+	for _, e := range set {
+		replaced[e.name] = e
+	}
+	for _, e := range held {
+		if drop[e.name] {
+			continue
+		}
+		if r, ok := replaced[e.name]; ok {
+			out = append(out, r)
+			delete(replaced, e.name)
+			continue
+		}
+		out = append(out, e)
+	}
+	for _, e := range set {
+		if _, ok := replaced[e.name]; ok {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *encoded) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// generate runs the type's generator under the generation bound, through
+// the caches. names nil is a wildcard subscription.
+func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]*encoded, error) {
+	start := time.Now()
+	c.s.genSem <- struct{}{}
+	defer func() {
+		<-c.s.genSem
+		c.s.metrics.genTime.WithLabelValues(shortType(typeURL)).Observe(time.Since(start).Seconds())
+	}()
+	switch {
+	case c.s.eds == nil:
+	case typeURL == gen.EndpointType && names != nil:
+		return c.generateEDS(pc, names, req)
+	case typeURL == gen.ListenerType || typeURL == gen.ClusterType || typeURL == gen.RouteType:
+		return c.generateShape(pc, typeURL, names, req)
+	}
+	return c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
+}
+
+// encode runs a generator and encodes what it returns: each resource is
+// marshalled once, deterministically, straight into its framed Any.
+func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
+	res, err := c.s.opts.Generators[typeURL](in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*encoded, 0, len(res))
+	for _, r := range res {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r.Resource)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		url := "type.googleapis.com/" + string(r.Resource.ProtoReflect().Descriptor().FullName())
+		anyLen := protowire.SizeTag(1) + protowire.SizeBytes(len(url)) + protowire.SizeTag(2) + protowire.SizeBytes(len(b))
+		f := make([]byte, 0, protowire.SizeTag(2)+protowire.SizeBytes(anyLen))
+		f = protowire.AppendTag(f, 2, protowire.BytesType)
+		f = protowire.AppendVarint(f, uint64(anyLen))
+		off := len(f)
+		f = protowire.AppendTag(f, 1, protowire.BytesType)
+		f = protowire.AppendString(f, url)
+		f = protowire.AppendTag(f, 2, protowire.BytesType)
+		f = protowire.AppendBytes(f, b)
+		h := sha256.New()
+		h.Write([]byte(typeURL))
+		h.Write(f[off:])
+		e := &encoded{name: r.Name, framed: f, off: off}
+		copy(e.sum[:], h.Sum(nil))
+		out = append(out, c.s.interned.intern(e))
+	}
+	return out, nil
+}
+
+// rawMsg is a response already encoded as parts; the codec sends the
+// parts as they are, so resources shared by thousands of proxies are
+// never copied per proxy.
+type rawMsg struct{ parts [][]byte }
+
+func (m *rawMsg) size() int {
+	n := 0
+	for _, p := range m.parts {
+		n += len(p)
+	}
+	return n
+}
+
+// codec passes rawMsg through and leaves everything else to gRPC's proto
+// codec.
+type codec struct{ proto encoding.CodecV2 }
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(*rawMsg); ok {
+		out := make(mem.BufferSlice, len(m.parts))
+		for i, p := range m.parts {
+			out[i] = mem.SliceBuffer(p)
+		}
+		return out, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
+func (c codec) Name() string                                { return "proto" }
+
+// GRPCServerOptions are the options a gRPC server serving this Server
+// must have: the codec that sends pre-encoded responses.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")})}
+}
+
+func stringField(num protowire.Number, s string) []byte {
+	b := protowire.AppendTag(nil, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+// sotwMsg frames a DiscoveryResponse: version_info 1, resources 2,
+// type_url 4, nonce 5.
+func sotwMsg(version, typeURL, nonce string, res []*encoded) *rawMsg {
+	parts := make([][]byte, 0, len(res)+3)
+	parts = append(parts, stringField(1, version))
+	for _, e := range res {
+		parts = append(parts, e.framed)
+	}
+	parts = append(parts, stringField(4, typeURL), stringField(5, nonce))
+	return &rawMsg{parts: parts}
+}
+
+// deltaMsg frames a DeltaDiscoveryResponse: system_version_info 1,
+// resources 2 (Resource: version 1, resource 2, name 3), type_url 4,
+// nonce 5, removed_resources 6.
+func deltaMsg(version, typeURL, nonce string, res []*encoded, removed []string) *rawMsg {
+	parts := make([][]byte, 0, 4*len(res)+len(removed)+3)
+	parts = append(parts, stringField(1, version))
+	for _, e := range res {
+		ver, name := stringField(1, e.version()), stringField(3, e.name)
+		hdr := protowire.AppendTag(nil, 2, protowire.BytesType)
+		hdr = protowire.AppendVarint(hdr, uint64(len(ver)+len(e.framed)+len(name)))
+		parts = append(parts, hdr, ver, e.framed, name)
+	}
+	parts = append(parts, stringField(4, typeURL), stringField(5, nonce))
+	for _, r := range removed {
+		parts = append(parts, stringField(6, r))
+	}
+	return &rawMsg{parts: parts}
+}

@@ -1,0 +1,151 @@
+package xdsserver
+
+import (
+	"crypto/sha256"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+)
+
+// incremental reports whether a SotW response of the type may carry a
+// subset of the subscription: true for EDS and RDS, whose resources are
+// named and not state of the world; LDS and CDS are always sent whole.
+func incremental(typeURL string) bool { return typeURL == gen.EndpointType || typeURL == gen.RouteType }
+
+// respond generates w's type and sends what the proxy lacks. LDS and CDS
+// go whole, unless identical to what was sent last (a no-op) or to what
+// the proxy NACKed (it would only NACK again). EDS and RDS carry only the
+// resources whose bytes changed, never one identical to a rejected
+// version. force answers even with nothing new (an initial request needs
+// an answer). only, if not nil, narrows generation to those names (an
+// endpoint push regenerates only the clusters of changed services).
+func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) error {
+	pc := c.s.snaps.Current()
+	if pc == nil {
+		return nil // not ready: the first push will answer
+	}
+	c.acquireSlot()
+	defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
+	c.mu.Lock()
+	names := w.names
+	c.mu.Unlock()
+	if only != nil {
+		names = only
+	}
+	res, err := c.generate(pc, w.typeURL, names, req)
+	c.mu.Lock()
+	if err != nil {
+		w.genErr = err.Error()
+		c.mu.Unlock()
+		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
+		return nil
+	}
+	w.genErr = ""
+	var send []*encoded
+	if incremental(w.typeURL) {
+		if !slices.IsSortedFunc(res, byName) {
+			res = slices.Clone(res)
+			slices.SortFunc(res, byName)
+		}
+		prev := map[string]*encoded{}
+		for _, r := range res {
+			if rej, ok := w.rejected[r.name]; ok {
+				if rej == r.sum {
+					continue
+				}
+				delete(w.rejected, r.name) // the config moved on
+			}
+			old := findHeld(w.held, r.name)
+			if !force && old != nil && old.sum == r.sum {
+				continue // the proxy holds it (perhaps the version before a rejected one)
+			}
+			prev[r.name] = old
+			send = append(send, r)
+		}
+		if len(w.rejected) == 0 {
+			w.nack = nil
+		}
+		if len(send) == 0 && !force {
+			c.mu.Unlock()
+			return nil
+		}
+		w.held = withHeld(w.held, send, nil)
+		w.lastPrev = prev
+	} else {
+		h := sha256.New()
+		for _, r := range res {
+			h.Write(r.sum[:])
+		}
+		var sum [32]byte
+		copy(sum[:], h.Sum(nil))
+		if !force && (sum == w.sentHash || (w.nack != nil && sum == w.nackedHash)) {
+			c.mu.Unlock()
+			return nil
+		}
+		if sum != w.nackedHash {
+			w.nack = nil // a new config: the old rejection no longer applies
+		}
+		w.sentHash, w.held, send = sum, res, res
+	}
+	w.nonce++
+	nonce := strconv.Itoa(w.nonce)
+	version := strconv.FormatUint(pc.Version, 10) + "-" + nonce
+	w.sentNonce, w.sentVer, w.sentAt = nonce, version, time.Now()
+	w.awaitingAck = true
+	w.notePushStart(req)
+	c.mu.Unlock()
+	return c.sendMsg(w, sotwMsg(version, w.typeURL, nonce, send))
+}
+
+func byName(a, b *encoded) int { return strings.Compare(a.name, b.name) }
+
+// rejectLast records a NACK of the last response; c.mu is held.
+func (w *watch) rejectLast() {
+	if !incremental(w.typeURL) {
+		w.nackedHash = w.sentHash
+		return
+	}
+	if w.rejected == nil {
+		w.rejected = map[string][32]byte{}
+	}
+	var back []*encoded
+	drop := map[string]bool{}
+	for name, prev := range w.lastPrev {
+		if cur := findHeld(w.held, name); cur != nil {
+			w.rejected[name] = cur.sum
+		}
+		if prev == nil {
+			drop[name] = true
+		} else {
+			back = append(back, prev)
+		}
+	}
+	w.held = withHeld(w.held, back, drop)
+	w.lastPrev = nil
+}
+
+// sendMsg sends a framed response and accounts for it.
+func (c *conn) sendMsg(w *watch, m *rawMsg) error {
+	c.s.sendSem <- struct{}{}
+	var err error
+	if c.delta != nil {
+		err = c.delta.SendMsg(m)
+	} else {
+		err = c.stream.SendMsg(m)
+	}
+	<-c.s.sendSem
+	if err != nil {
+		return err
+	}
+	size := m.size()
+	c.s.metrics.pushes.WithLabelValues(shortType(w.typeURL)).Inc()
+	c.s.metrics.pushBytes.WithLabelValues(shortType(w.typeURL)).Add(float64(size))
+	for _, r := range c.curRecs {
+		r.sent(shortType(w.typeURL), size)
+	}
+	return nil
+}
