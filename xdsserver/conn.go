@@ -54,6 +54,7 @@ type conn struct {
 type watch struct {
 	typeURL   string
 	names     []string // sorted; nil for a wildcard subscription
+	list      *nameList // owns names, shared with other connections
 	namesHash uint64
 	wildcard  bool
 
@@ -200,7 +201,7 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "stale").Inc()
 		return nil // stale: the client has not seen our latest response yet
 	}
-	namesChanged := w.setNames(r.GetResourceNames())
+	namesChanged := w.setNames(r.GetResourceNames(), &c.s.lists)
 	switch {
 	case nonce == "":
 		w.requests++
@@ -225,7 +226,7 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 	default:
 		w.acks++
 		w.ackedVer, w.ackedAt = r.GetVersionInfo(), time.Now()
-		w.awaitingAck = false
+		w.awaitingAck, w.lastPrev = false, nil
 		c.settleSlotLocked()
 		c.observeConvergence(w)
 		c.mu.Unlock()
@@ -240,7 +241,7 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 // setNames records the subscription and reports whether it changed. The
 // list is hashed, so an unchanged list of thousands of names costs one
 // pass and no allocation beyond the sort.
-func (w *watch) setNames(names []string) bool {
+func (w *watch) setNames(names []string, shared *lists) bool {
 	h := fnv.New64a()
 	wildcard := len(names) == 0 || slices.Contains(names, "*")
 	if !wildcard {
@@ -259,9 +260,10 @@ func (w *watch) setNames(names []string) bool {
 	}
 	w.wildcard, w.namesHash = wildcard, sum
 	if wildcard {
-		w.names = nil
+		w.names, w.list = nil, nil
 	} else {
-		w.names = slices.Clone(names)
+		w.list = shared.get(sum, names)
+		w.names = w.list.names
 		// The client forgets what it unsubscribed: a later subscription of
 		// the same name must be answered with the resource again.
 		if incremental(w.typeURL) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unique"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -153,7 +154,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			continue
 		}
 		if i, found := slices.BinarySearch(w.names, n); !found {
-			w.names = slices.Insert(w.names, i, n)
+			w.names = slices.Insert(w.names, i, unique.Make(n).Value())
 			changed = true
 		}
 	}

@@ -1,6 +1,8 @@
 package xdsserver
 
 import (
+	"slices"
+	"unique"
 	"sync"
 	"weak"
 )
@@ -40,4 +42,43 @@ func (in *interner) intern(e *encoded) *encoded {
 		in.sweepAt = 2*len(in.m) + 1024
 	}
 	return e
+}
+
+// nameList is a shared, sorted subscription list. Thousands of proxies
+// subscribe to the same thousands of EDS names; each keeps a pointer.
+type nameList struct{ names []string }
+
+// lists shares subscription lists between connections.
+type lists struct {
+	mu sync.Mutex
+	m  map[uint64]weak.Pointer[nameList]
+}
+
+// get returns the shared list equal to names (sorted), whose hash is h.
+// The caller keeps the *nameList (not only its slice) while it uses it,
+// so that others find and share it.
+func (l *lists) get(h uint64, names []string) *nameList {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[uint64]weak.Pointer[nameList]{}
+	}
+	if p, ok := l.m[h]; ok {
+		if v := p.Value(); v != nil && slices.Equal(v.names, names) {
+			return v
+		}
+	}
+	nl := &nameList{names: make([]string, len(names))}
+	for i, n := range names {
+		nl.names[i] = unique.Make(n).Value()
+	}
+	l.m[h] = weak.Make(nl)
+	if len(l.m) > 4096 {
+		for k, p := range l.m {
+			if p.Value() == nil {
+				delete(l.m, k)
+			}
+		}
+	}
+	return nl
 }

@@ -74,6 +74,7 @@ type Server struct {
 
 	pushes   pushLog
 	interned *interner
+	lists    lists
 	eds      *edsCache
 	shapes   *shapeCache
 	// assert: regenerate on cache hits and compare (cacheMismatch reports).
