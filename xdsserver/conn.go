@@ -53,7 +53,7 @@ type conn struct {
 // watch is the state of one type on one connection.
 type watch struct {
 	typeURL   string
-	names     []string // sorted; nil for a wildcard subscription
+	names     []string  // sorted; nil for a wildcard subscription
 	list      *nameList // owns names, shared with other connections
 	namesHash uint64
 	wildcard  bool

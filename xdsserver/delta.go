@@ -147,16 +147,22 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "request").Inc()
 	}
 	changed := first
+	var added []string
 	for _, n := range r.GetResourceNamesSubscribe() {
 		if n == "*" {
 			changed = changed || !w.wildcard
 			w.wildcard = true
 			continue
 		}
-		if i, found := slices.BinarySearch(w.names, n); !found {
-			w.names = slices.Insert(w.names, i, unique.Make(n).Value())
-			changed = true
+		if _, found := slices.BinarySearch(w.names, n); !found {
+			added = append(added, unique.Make(n).Value())
 		}
+	}
+	if len(added) > 0 {
+		// One sort for the whole batch: an initial subscription names
+		// thousands of clusters at once.
+		w.names = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(w.names), added...))))
+		changed = true
 	}
 	for _, n := range r.GetResourceNamesUnsubscribe() {
 		if n == "*" {

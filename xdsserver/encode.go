@@ -50,31 +50,32 @@ func findHeld(held []*encoded, name string) *encoded {
 }
 
 // withHeld returns held (sorted by name) with each of set replacing or
-// adding the entry of its name, and each name in drop removed. held is
-// not altered: it may be shared with debug readers.
+// adding the entry of its name, and each name in drop removed: a merge of
+// two sorted lists. Neither held nor set is altered: held may be shared
+// with debug readers.
 func withHeld(held []*encoded, set []*encoded, drop map[string]bool) []*encoded {
+	if !slices.IsSortedFunc(set, byName) {
+		set = slices.Clone(set)
+		slices.SortFunc(set, byName)
+	}
 	out := make([]*encoded, 0, len(held)+len(set))
-	replaced := make(map[string]*encoded, len(set))
-	for _, e := range set {
-		replaced[e.name] = e
-	}
-	for _, e := range held {
-		if drop[e.name] {
-			continue
-		}
-		if r, ok := replaced[e.name]; ok {
-			out = append(out, r)
-			delete(replaced, e.name)
-			continue
-		}
-		out = append(out, e)
-	}
-	for _, e := range set {
-		if _, ok := replaced[e.name]; ok {
-			out = append(out, e)
+	i, j := 0, 0
+	for i < len(held) || j < len(set) {
+		switch {
+		case j == len(set) || (i < len(held) && held[i].name < set[j].name):
+			if !drop[held[i].name] {
+				out = append(out, held[i])
+			}
+			i++
+		case i == len(held) || set[j].name < held[i].name:
+			out = append(out, set[j])
+			j++
+		default: // same name: the new one
+			out = append(out, set[j])
+			i++
+			j++
 		}
 	}
-	slices.SortFunc(out, func(a, b *encoded) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 

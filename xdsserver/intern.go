@@ -2,8 +2,8 @@ package xdsserver
 
 import (
 	"slices"
-	"unique"
 	"sync"
+	"unique"
 	"weak"
 )
 
