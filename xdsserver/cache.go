@@ -31,12 +31,23 @@ type edsKey struct {
 	proxyless bool
 }
 
-func newEDSKey(pc *push.PushContext, p *gen.Proxy, cluster string) edsKey {
-	k := edsKey{cluster: cluster, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
+// baseEDSKey holds the proxy's part of every edsKey; forCluster fills in
+// the rest.
+func baseEDSKey(pc *push.PushContext, p *gen.Proxy) edsKey {
+	k := edsKey{push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
 		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless}
 	if l := p.Locality; l != nil {
 		k.locality = l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubZone()
 	}
+	return k
+}
+
+func newEDSKey(pc *push.PushContext, p *gen.Proxy, cluster string) edsKey {
+	return baseEDSKey(pc, p).forCluster(pc, cluster)
+}
+
+func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
+	k.cluster = cluster
 	if ck, ok := gen.ParseClusterName(cluster); ok {
 		for _, s := range pc.ServicesByHost(ck.Host) {
 			k.endpoints += pc.Endpoints.Version(s.Key())
@@ -123,8 +134,9 @@ func (c *edsCache) put(k edsKey, e *encoded) {
 func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Request) ([]*encoded, error) {
 	cache := c.s.eds
 	out := make([]*encoded, 0, len(names))
+	base := baseEDSKey(pc, c.proxy)
 	for _, name := range names {
-		k := newEDSKey(pc, c.proxy, name)
+		k := base.forCluster(pc, name)
 		if e, ok := cache.get(k); ok {
 			if c.s.assert {
 				// Against the real proxy, not the key's: a field the key
@@ -142,7 +154,7 @@ func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Reque
 			return nil, err
 		}
 		// Cache only if the endpoints did not move during generation.
-		if len(res) == 1 && newEDSKey(pc, c.proxy, name) == k {
+		if len(res) == 1 && base.forCluster(pc, name) == k {
 			cache.put(k, res[0])
 		}
 		out = append(out, res...)

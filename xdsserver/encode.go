@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -28,6 +29,26 @@ type encoded struct {
 	sum    [32]byte // of type URL and bytes
 	framed []byte   // tag, length, Any bytes
 	off    int      // where the Any bytes start in framed
+	// buf is framed, boxed once for gRPC's codec.
+	buf mem.Buffer
+	// delta is the whole Delta Resource message, framed as field 2 of a
+	// DeltaDiscoveryResponse; made on first use.
+	deltaOnce sync.Once
+	delta     mem.Buffer
+}
+
+// deltaBuf returns the resource framed for Delta: tag, length, then
+// Resource{version 1, resource 2, name 3}.
+func (e *encoded) deltaBuf() mem.Buffer {
+	e.deltaOnce.Do(func() {
+		ver, name := stringField(1, e.version()), stringField(3, e.name)
+		n := len(ver) + len(e.framed) + len(name)
+		b := protowire.AppendTag(make([]byte, 0, n+8), 2, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(n))
+		b = append(append(append(b, ver...), e.framed...), name...)
+		e.delta = mem.SliceBuffer(b)
+	})
+	return e.delta
 }
 
 func (e *encoded) anyBytes() []byte { return e.framed[e.off:] }
@@ -124,7 +145,7 @@ func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
 		h := sha256.New()
 		h.Write([]byte(typeURL))
 		h.Write(f[off:])
-		e := &encoded{name: r.Name, framed: f, off: off}
+		e := &encoded{name: r.Name, framed: f, off: off, buf: mem.SliceBuffer(f)}
 		copy(e.sum[:], h.Sum(nil))
 		out = append(out, c.s.interned.intern(e))
 	}
@@ -134,15 +155,9 @@ func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
 // rawMsg is a response already encoded as parts; the codec sends the
 // parts as they are, so resources shared by thousands of proxies are
 // never copied per proxy.
-type rawMsg struct{ parts [][]byte }
+type rawMsg struct{ parts mem.BufferSlice }
 
-func (m *rawMsg) size() int {
-	n := 0
-	for _, p := range m.parts {
-		n += len(p)
-	}
-	return n
-}
+func (m *rawMsg) size() int { return m.parts.Len() }
 
 // codec passes rawMsg through and leaves everything else to gRPC's proto
 // codec.
@@ -150,11 +165,7 @@ type codec struct{ proto encoding.CodecV2 }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(*rawMsg); ok {
-		out := make(mem.BufferSlice, len(m.parts))
-		for i, p := range m.parts {
-			out[i] = mem.SliceBuffer(p)
-		}
-		return out, nil
+		return m.parts, nil
 	}
 	return c.proto.Marshal(v)
 }
@@ -169,19 +180,23 @@ func GRPCServerOptions() []grpc.ServerOption {
 }
 
 func stringField(num protowire.Number, s string) []byte {
-	b := protowire.AppendTag(nil, num, protowire.BytesType)
+	b := protowire.AppendTag(make([]byte, 0, len(s)+6), num, protowire.BytesType)
 	return protowire.AppendString(b, s)
+}
+
+func stringBuf(num protowire.Number, s string) mem.Buffer {
+	return mem.SliceBuffer(stringField(num, s))
 }
 
 // sotwMsg frames a DiscoveryResponse: version_info 1, resources 2,
 // type_url 4, nonce 5.
 func sotwMsg(version, typeURL, nonce string, res []*encoded) *rawMsg {
-	parts := make([][]byte, 0, len(res)+3)
-	parts = append(parts, stringField(1, version))
+	parts := make(mem.BufferSlice, 0, len(res)+3)
+	parts = append(parts, stringBuf(1, version))
 	for _, e := range res {
-		parts = append(parts, e.framed)
+		parts = append(parts, e.buf)
 	}
-	parts = append(parts, stringField(4, typeURL), stringField(5, nonce))
+	parts = append(parts, stringBuf(4, typeURL), stringBuf(5, nonce))
 	return &rawMsg{parts: parts}
 }
 
@@ -189,17 +204,18 @@ func sotwMsg(version, typeURL, nonce string, res []*encoded) *rawMsg {
 // resources 2 (Resource: version 1, resource 2, name 3), type_url 4,
 // nonce 5, removed_resources 6.
 func deltaMsg(version, typeURL, nonce string, res []*encoded, removed []string) *rawMsg {
-	parts := make([][]byte, 0, 4*len(res)+len(removed)+3)
-	parts = append(parts, stringField(1, version))
+	parts := make(mem.BufferSlice, 0, len(res)+3)
+	parts = append(parts, stringBuf(1, version))
 	for _, e := range res {
-		ver, name := stringField(1, e.version()), stringField(3, e.name)
-		hdr := protowire.AppendTag(nil, 2, protowire.BytesType)
-		hdr = protowire.AppendVarint(hdr, uint64(len(ver)+len(e.framed)+len(name)))
-		parts = append(parts, hdr, ver, e.framed, name)
+		parts = append(parts, e.deltaBuf())
 	}
-	parts = append(parts, stringField(4, typeURL), stringField(5, nonce))
-	for _, r := range removed {
-		parts = append(parts, stringField(6, r))
+	parts = append(parts, stringBuf(4, typeURL), stringBuf(5, nonce))
+	if len(removed) > 0 {
+		var b []byte
+		for _, r := range removed {
+			b = append(b, stringField(6, r)...)
+		}
+		parts = append(parts, mem.SliceBuffer(b))
 	}
 	return &rawMsg{parts: parts}
 }

@@ -137,9 +137,13 @@ func (p *proxy) publish(t Type, ackAt time.Time) {
 		}
 	}
 	p.mu.Unlock()
-	if !ackAt.IsZero() {
-		p.f.notify(p.idx, v, ackAt)
+	// A state change without an ACK (a dropped subscription) may also be
+	// what a waiter waits for.
+	at := ackAt
+	if at.IsZero() {
+		at = time.Now()
 	}
+	p.f.notify(p.idx, v, at)
 }
 
 func (p *proxy) view() View {
