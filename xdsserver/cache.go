@@ -48,8 +48,8 @@ func newEDSKey(pc *push.PushContext, p *gen.Proxy, cluster string) edsKey {
 
 func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
 	k.cluster = cluster
-	if ck, ok := gen.ParseClusterName(cluster); ok {
-		for _, s := range pc.ServicesByHost(ck.Host) {
+	if host := clusterHost(cluster); host != "" {
+		for _, s := range pc.ServicesByHost(host) {
 			k.endpoints += pc.Endpoints.Version(s.Key())
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -311,7 +312,7 @@ func (c *conn) onPush() error {
 		c.mu.Lock()
 		w := c.watches[t]
 		var names []string
-		if w != nil && !req.Full && c.delta == nil && !w.wildcard {
+		if w != nil && !req.Full && !w.wildcard {
 			names = edsNamesFor(w.names, req)
 		}
 		c.mu.Unlock()
@@ -320,8 +321,13 @@ func (c *conn) onPush() error {
 		}
 		var err error
 		switch {
+		case c.delta != nil && !req.Full && !w.wildcard:
+			if len(names) == 0 {
+				continue
+			}
+			err = c.respondDelta(w, req, false, names)
 		case c.delta != nil:
-			err = c.respondDelta(w, req, false)
+			err = c.respondDelta(w, req, false, nil)
 		case !req.Full && !w.wildcard:
 			if len(names) == 0 {
 				continue
@@ -346,11 +352,21 @@ func edsNamesFor(subscribed []string, req *push.Request) []string {
 	}
 	var out []string
 	for _, n := range subscribed {
-		if ck, ok := gen.ParseClusterName(n); ok && hosts[ck.Host] {
+		if hosts[clusterHost(n)] {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+// clusterHost is the host of an "outbound|PORT|SUBSET|HOST" name (the text
+// after the last '|'), without allocating: this runs for every
+// subscribed cluster of every proxy on an endpoint push.
+func clusterHost(name string) string {
+	if i := strings.LastIndexByte(name, '|'); i >= 0 {
+		return name[i+1:]
+	}
+	return ""
 }
 
 // notePushStart remembers when the change behind a response happened;

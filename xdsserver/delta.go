@@ -178,7 +178,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 	}
 	c.mu.Unlock()
 	if changed {
-		return c.respondDelta(w, nil, first)
+		return c.respondDelta(w, nil, first, nil)
 	}
 	return nil
 }
@@ -186,19 +186,25 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 // respondDelta sends what the client lacks: resources whose version it
 // does not hold (and did not reject), and removals. force answers even
 // when there is nothing to send (a first request for a type).
-func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
+// only, if not nil, narrows the work to those names (an endpoint push).
+func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []string) error {
 	pc := c.s.snaps.Current()
 	if pc == nil {
 		return nil
 	}
-	c.acquireSlot()
-	defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
+	if req == nil || req.Full {
+		c.acquireSlot()
+		defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
+	}
 	c.mu.Lock()
 	names := w.names
 	if w.wildcard {
 		names = nil
 	}
 	c.mu.Unlock()
+	if only != nil {
+		names = only
+	}
 	res, err := c.generate(pc, w.typeURL, names, req)
 	c.mu.Lock()
 	if err != nil {
@@ -239,6 +245,9 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool) error {
 	for _, e := range w.held {
 		if present[e.name] {
 			continue
+		}
+		if only != nil && !slices.Contains(only, e.name) {
+			continue // not looked at in this push
 		}
 		drop[e.name] = true
 		// Gone: a wildcard client drops it; a named subscriber learns that

@@ -28,8 +28,11 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 	if pc == nil {
 		return nil // not ready: the first push will answer
 	}
-	c.acquireSlot()
-	defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
+	if req == nil || req.Full {
+		// Endpoint pushes are small: they need no in-flight slot.
+		c.acquireSlot()
+		defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
+	}
 	c.mu.Lock()
 	names := w.names
 	c.mu.Unlock()
@@ -52,6 +55,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			slices.SortFunc(res, byName)
 		}
 		prev := map[string]*encoded{}
+		h := 0 // res and held are both sorted: walk them together
 		for _, r := range res {
 			if rej, ok := w.rejected[r.name]; ok {
 				if rej == r.sum {
@@ -59,7 +63,13 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 				}
 				delete(w.rejected, r.name) // the config moved on
 			}
-			old := findHeld(w.held, r.name)
+			for h < len(w.held) && w.held[h].name < r.name {
+				h++
+			}
+			var old *encoded
+			if h < len(w.held) && w.held[h].name == r.name {
+				old = w.held[h]
+			}
 			if !force && old != nil && old.sum == r.sum {
 				continue // the proxy holds it (perhaps the version before a rejected one)
 			}
