@@ -294,7 +294,8 @@ func (c *conn) onPush() error {
 	if req == nil {
 		return nil
 	}
-	if !req.Full && slices.ContainsFunc(c.proxy.IPs, func(ip string) bool { return req.Addresses[ip] }) {
+	ownWorkload := slices.ContainsFunc(c.proxy.IPs, func(ip string) bool { return req.Addresses[ip] })
+	if !req.Full && ownWorkload {
 		// The proxy's own workload changed: its inbound listeners and
 		// clusters may change too.
 		full := *req
@@ -308,7 +309,17 @@ func (c *conn) onPush() error {
 	}()
 	c.curRecs = recs
 	defer func() { c.curRecs = nil }()
+	types := allTypes
+	if req.Full && !ownWorkload {
+		types = affectedTypes(c.s.snaps.Current(), c.proxy, req)
+		if len(req.Endpoints) > 0 {
+			types[gen.EndpointType] = true
+		}
+	}
 	for _, t := range pushOrder {
+		if req.Full && !types[t] {
+			continue // this push cannot change t for this proxy
+		}
 		c.mu.Lock()
 		w := c.watches[t]
 		var names []string

@@ -1,11 +1,15 @@
 package push
 
 import (
+	"slices"
+
 	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	networking "istio.io/api/networking/v1alpha3"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
@@ -100,6 +104,11 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 	if len(ch.Services) > 0 {
 		req.Full = true
 		req.Services = ch.Services
+	}
+	for _, e := range events {
+		if e.Key().Kind == config.VirtualService && gatewayOnly(e.Old) && gatewayOnly(e.New) {
+			req.GatewayOnly = mergeSet(req.GatewayOnly, map[config.Key]bool{e.Key(): true})
+		}
 	}
 	req.Endpoints = ch.Endpoints
 	if len(ch.Endpoints) > 0 {
@@ -196,4 +205,14 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 	for _, l := range p.listeners {
 		l(pc, req)
 	}
+}
+
+// gatewayOnly reports whether a VirtualService (nil: absent) binds only to
+// gateways, so sidecars cannot see it.
+func gatewayOnly(c *config.Config) bool {
+	if c == nil {
+		return true
+	}
+	gws := c.Spec.(*networking.VirtualService).GetGateways()
+	return len(gws) > 0 && !slices.Contains(gws, "mesh")
 }

@@ -22,6 +22,9 @@ type Request struct {
 	// Addresses are the endpoint addresses those changes touched: a proxy
 	// at one of them gets a full push (its inbound config may change).
 	Addresses map[string]bool
+	// GatewayOnly marks changed VirtualServices bound only to gateways,
+	// before and after the change: sidecars need no push for them.
+	GatewayOnly map[config.Key]bool
 	// Reasons count why the push happened ("config", "endpoint", "mesh").
 	Reasons map[string]int
 	// Start is when the first change merged into this request happened.
@@ -36,7 +39,9 @@ func (r *Request) Merge(o *Request) *Request {
 	if o == nil {
 		return r
 	}
+	gatewayOnly := mergeGatewayOnly(r, o)
 	out := r.clone()
+	out.GatewayOnly = gatewayOnly
 	out.Full = out.Full || o.Full
 	out.Configs = mergeSet(out.Configs, o.Configs)
 	out.Services = mergeSet(out.Services, o.Services)
@@ -60,6 +65,7 @@ func (r *Request) clone() *Request {
 	c.Services = maps.Clone(r.Services)
 	c.Endpoints = maps.Clone(r.Endpoints)
 	c.Addresses = maps.Clone(r.Addresses)
+	c.GatewayOnly = maps.Clone(r.GatewayOnly)
 	c.Reasons = maps.Clone(r.Reasons)
 	return &c
 }
@@ -82,6 +88,23 @@ func (r *Request) KindsChanged() map[config.Kind]bool {
 	out := map[config.Kind]bool{}
 	for k := range r.Configs {
 		out[k.Kind] = true
+	}
+	return out
+}
+
+// mergeGatewayOnly keeps a key gateway-only only if every merged request
+// that changed it says so.
+func mergeGatewayOnly(r, o *Request) map[config.Key]bool {
+	out := map[config.Key]bool{}
+	for k := range r.GatewayOnly {
+		if !o.Configs[k] || o.GatewayOnly[k] {
+			out[k] = true
+		}
+	}
+	for k := range o.GatewayOnly {
+		if !r.Configs[k] || r.GatewayOnly[k] {
+			out[k] = true
+		}
 	}
 	return out
 }
