@@ -52,7 +52,9 @@ spec:
 	sidecarA := &gen.Proxy{Type: gen.SidecarProxy, Namespace: "a"}
 	sidecarB := &gen.Proxy{Type: gen.SidecarProxy, Namespace: "b"}
 	router := &gen.Proxy{Type: gen.Router, Namespace: "b"}
-	key := func(kind config.Kind, ns, name string) config.Key { return config.Key{Kind: kind, Namespace: ns, Name: name} }
+	key := func(kind config.Kind, ns, name string) config.Key {
+		return config.Key{Kind: kind, Namespace: ns, Name: name}
+	}
 	vs := key(config.VirtualService, "b", "vs")
 	cases := []struct {
 		name  string
