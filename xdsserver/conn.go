@@ -2,7 +2,7 @@ package xdsserver
 
 import (
 	"errors"
-	"hash/fnv"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -243,19 +243,17 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 // list is hashed, so an unchanged list of thousands of names costs one
 // pass and no allocation beyond the sort.
 func (w *watch) setNames(names []string, shared *lists) bool {
-	h := fnv.New64a()
+	// An ACK of a response repeats the whole subscription (thousands of
+	// EDS names): one pass of a fast hash tells whether it changed.
 	wildcard := len(names) == 0 || slices.Contains(names, "*")
+	var sum uint64
 	if !wildcard {
 		if !slices.IsSorted(names) {
 			names = slices.Clone(names)
 			slices.Sort(names)
 		}
-		for _, n := range names {
-			h.Write([]byte(n))
-			h.Write([]byte{0})
-		}
+		sum = namesHash(names)
 	}
-	sum := h.Sum64()
 	if wildcard == w.wildcard && sum == w.namesHash && (wildcard || w.names != nil) {
 		return false
 	}
@@ -409,4 +407,19 @@ func shortType(typeURL string) string {
 		return "eds"
 	}
 	return typeURL
+}
+
+// namesSeed makes namesHash stable for the life of the process (hashes
+// are compared, never stored).
+var namesSeed = maphash.MakeSeed()
+
+// namesHash hashes a name list with a fast non-cryptographic hash.
+func namesHash(names []string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(namesSeed)
+	for _, n := range names {
+		h.WriteString(n)
+		h.WriteByte(0)
+	}
+	return h.Sum64()
 }

@@ -1,8 +1,8 @@
 package xdsserver
 
 import (
+	"slices"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"sync"
 
@@ -45,12 +45,7 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []str
 		k.endpoints = pc.Endpoints.Generation()
 	}
 	if names != nil {
-		h := fnv.New64a()
-		for _, n := range names {
-			h.Write([]byte(n))
-			h.Write([]byte{0})
-		}
-		k.names = h.Sum64()
+		k.names = namesHash(names)
 	}
 	return k
 }
@@ -75,9 +70,10 @@ type shapeCache struct {
 // shapeEntry is filled once; later callers wait for it (no stampede of
 // thousands of identical generations in a connect storm).
 type shapeEntry struct {
-	done chan struct{}
-	res  []*encoded
-	err  error
+	done  chan struct{}
+	names []string // the subscription, checked on a hit: the key holds only its hash
+	res   []*encoded
+	err   error
 }
 
 // generateShape builds LDS, CDS or RDS through the cache. In assert mode
@@ -94,9 +90,11 @@ func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []strin
 	owner := false
 	if k.push == sc.push {
 		if e = sc.m[k]; e == nil {
-			e = &shapeEntry{done: make(chan struct{})}
+			e = &shapeEntry{done: make(chan struct{}), names: names}
 			sc.m[k] = e
 			owner = true
+		} else if !slices.Equal(e.names, names) {
+			e = nil // a hash collision: generate without the cache
 		}
 	}
 	sc.mu.Unlock()
