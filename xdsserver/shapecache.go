@@ -1,8 +1,8 @@
 package xdsserver
 
 import (
-	"slices"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
