@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/baremesh/baremesh/internal/daemon"
@@ -35,6 +36,9 @@ func main() {
 	level.Set(lv)
 	log := slog.New(slog.NewTextHandler(os.Stderr, daemon.LogHandlerOptions(level)))
 	log.Info("baremeshd starting", "version", version.Version, "config", path)
+	if cfg.MemoryLimitMB > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimitMB << 20)
+	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)

@@ -56,6 +56,10 @@ type Config struct {
 	// Debounce and DebounceMax bound the push debouncer.
 	Debounce    Duration `json:"debounce"`
 	DebounceMax Duration `json:"debounceMax"`
+	// MemoryLimitMB is a soft limit for the Go runtime (as GOMEMLIMIT):
+	// the heap is collected harder near it and freed memory goes back to
+	// the OS sooner. 0 leaves the runtime's default (or GOMEMLIMIT).
+	MemoryLimitMB int64 `json:"memoryLimitMB"`
 }
 
 // Defaults returns the configuration without a file or flags.
@@ -88,6 +92,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFileSize <= 0 {
 		errs = append(errs, fmt.Errorf("maxFileSize: must be positive, got %d", c.MaxFileSize))
+	}
+	if c.MemoryLimitMB < 0 {
+		errs = append(errs, fmt.Errorf("memoryLimitMB: must not be negative, got %d", c.MemoryLimitMB))
 	}
 	if c.Debounce.Duration <= 0 || c.DebounceMax.Duration < c.Debounce.Duration {
 		errs = append(errs, fmt.Errorf("debounce: want 0 < debounce (%v) <= debounceMax (%v)", c.Debounce, c.DebounceMax))
