@@ -16,7 +16,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 run: build
-	$(BIN)/baremeshd --config-dir $(EXAMPLE) --xds-addr $(XDS_ADDR) --http-addr $(HTTP_ADDR) --log-level info
+	$(BIN)/baremeshd --config $(EXAMPLE)/baremesh.yaml --xds-addr $(XDS_ADDR) --http-addr $(HTTP_ADDR) --log-level info
 
 # test-deps installs what the tests need (apt packages, npm packages, tools
 # from the Go module proxy). Each file in hack/deps.d owns one capability's
