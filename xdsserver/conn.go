@@ -1,6 +1,7 @@
 package xdsserver
 
 import (
+	"context"
 	"errors"
 	"hash/maphash"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -100,19 +103,29 @@ type nack struct {
 }
 
 func (s *Server) serve(stream sotwStream, fixedType string) error {
-	ctx := stream.Context()
 	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
-	proxy, err := gen.ParseNode(first.GetNode())
+	return serveConn(s, stream.Context(), first.GetNode(), func(c *conn) { c.stream = stream },
+		first, stream.Recv, func(c *conn, r *discovery.DiscoveryRequest) error { return c.onRequest(r, fixedType) })
+}
+
+// serveConn runs one connection, SotW or Delta: it parses the node of
+// the first request, registers the connection, and loops over requests
+// (read on their own goroutine) and pushes until the stream ends. attach
+// sets the stream on the new connection.
+func serveConn[R any](s *Server, ctx context.Context, node *corev3.Node, attach func(*conn), first R,
+	recv func() (R, error), on func(*conn, R) error) error {
+	proxy, err := gen.ParseNode(node)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	c := &conn{
 		id: proxy.ID + "-" + strconv.FormatUint(s.nextID.Add(1), 10), s: s, proxy: proxy,
-		connected: time.Now(), stream: stream, watches: map[string]*watch{}, kick: make(chan struct{}, 1),
+		connected: time.Now(), watches: map[string]*watch{}, kick: make(chan struct{}, 1),
 	}
+	attach(c)
 	if p, ok := peer.FromContext(ctx); ok {
 		c.peer = p.Addr.String()
 	}
@@ -120,14 +133,14 @@ func (s *Server) serve(stream sotwStream, fixedType string) error {
 	defer s.removeConn(c)
 	defer func() { c.mu.Lock(); c.releaseSlotLocked(); c.mu.Unlock() }()
 	log := s.log.With("proxy", proxy.ID, "peer", c.peer)
-	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
+	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace, "delta", c.delta != nil)
 	defer log.Info("proxy disconnected")
 
-	reqs := make(chan *discovery.DiscoveryRequest, 1)
+	reqs := make(chan R, 1)
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
-			r, err := stream.Recv()
+			r, err := recv()
 			if err != nil {
 				recvErr <- err
 				return
@@ -139,7 +152,7 @@ func (s *Server) serve(stream sotwStream, fixedType string) error {
 			}
 		}
 	}()
-	if err := c.onRequest(first, fixedType); err != nil {
+	if err := on(c, first); err != nil {
 		return err
 	}
 	for {
@@ -152,7 +165,7 @@ func (s *Server) serve(stream sotwStream, fixedType string) error {
 			}
 			return err
 		case r := <-reqs:
-			if err := c.onRequest(r, fixedType); err != nil {
+			if err := on(c, r); err != nil {
 				return err
 			}
 		case <-c.kick:

@@ -1,7 +1,6 @@
 package xdsserver
 
 import (
-	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -10,9 +9,6 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -26,67 +22,12 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 // resources whose version the client does not hold, plus the names of
 // removed ones.
 func (s *Server) DeltaAggregatedResources(stream deltaStream) error {
-	ctx := stream.Context()
 	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
-	proxy, err := gen.ParseNode(first.GetNode())
-	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "%v", err)
-	}
-	c := &conn{
-		id: proxy.ID + "-" + strconv.FormatUint(s.nextID.Add(1), 10), s: s, proxy: proxy,
-		connected: time.Now(), delta: stream, watches: map[string]*watch{}, kick: make(chan struct{}, 1),
-	}
-	if p, ok := peer.FromContext(ctx); ok {
-		c.peer = p.Addr.String()
-	}
-	s.addConn(c)
-	defer s.removeConn(c)
-	defer func() { c.mu.Lock(); c.releaseSlotLocked(); c.mu.Unlock() }()
-	log := s.log.With("proxy", proxy.ID, "peer", c.peer)
-	log.Info("proxy connected (delta)", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
-	defer log.Info("proxy disconnected")
-
-	reqs := make(chan *discovery.DeltaDiscoveryRequest, 1)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			r, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case reqs <- r:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	if err := c.onDeltaRequest(first); err != nil {
-		return err
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-recvErr:
-			if errors.Is(err, ctx.Err()) || status.Code(err) == codes.Canceled {
-				return nil
-			}
-			return err
-		case r := <-reqs:
-			if err := c.onDeltaRequest(r); err != nil {
-				return err
-			}
-		case <-c.kick:
-			if err := c.onPush(); err != nil {
-				return err
-			}
-		}
-	}
+	return serveConn(s, stream.Context(), first.GetNode(), func(c *conn) { c.delta = stream },
+		first, stream.Recv, (*conn).onDeltaRequest)
 }
 
 // onDeltaRequest applies the ACK or NACK the request carries, then its
@@ -188,32 +129,11 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 // when there is nothing to send (a first request for a type).
 // only, if not nil, narrows the work to those names (an endpoint push).
 func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []string) error {
-	pc := c.s.snaps.Current()
-	if pc == nil {
+	pc, res, release, ok := c.begin(w, req, only)
+	if !ok {
 		return nil
 	}
-	if req == nil || req.Full {
-		c.acquireSlot()
-		defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
-	}
-	c.mu.Lock()
-	names := w.names
-	if w.wildcard {
-		names = nil
-	}
-	c.mu.Unlock()
-	if only != nil {
-		names = only
-	}
-	res, err := c.generate(pc, w.typeURL, names, req)
-	c.mu.Lock()
-	if err != nil {
-		w.genErr = err.Error()
-		c.mu.Unlock()
-		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
-		return nil
-	}
-	w.genErr = ""
+	defer release()
 	prev := map[string]*encoded{}
 	present := make(map[string]bool, len(res))
 	var send, adopt []*encoded

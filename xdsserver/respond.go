@@ -24,30 +24,11 @@ func incremental(typeURL string) bool { return typeURL == gen.EndpointType || ty
 // an answer). only, if not nil, narrows generation to those names (an
 // endpoint push regenerates only the clusters of changed services).
 func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) error {
-	pc := c.s.snaps.Current()
-	if pc == nil {
-		return nil // not ready: the first push will answer
-	}
-	if req == nil || req.Full {
-		// Endpoint pushes are small: they need no in-flight slot.
-		c.acquireSlot()
-		defer func() { c.mu.Lock(); c.settleSlotLocked(); c.mu.Unlock() }()
-	}
-	c.mu.Lock()
-	names := w.names
-	c.mu.Unlock()
-	if only != nil {
-		names = only
-	}
-	res, err := c.generate(pc, w.typeURL, names, req)
-	c.mu.Lock()
-	if err != nil {
-		w.genErr = err.Error()
-		c.mu.Unlock()
-		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
+	pc, res, release, ok := c.begin(w, req, only)
+	if !ok {
 		return nil
 	}
-	w.genErr = ""
+	defer release()
 	var send []*encoded
 	if incremental(w.typeURL) {
 		if !slices.IsSortedFunc(res, byName) {
@@ -109,6 +90,50 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 	w.notePushStart(req)
 	c.mu.Unlock()
 	return c.sendMsg(w, sotwMsg(version, w.typeURL, nonce, send))
+}
+
+// begin starts a response for w: it takes an in-flight slot (requests
+// and full pushes; endpoint pushes are small) and generates the
+// subscription (or only those names). It returns with c.mu held and
+// release to call when done; ok is false (nothing held) when there is no
+// snapshot yet or generation failed (recorded on w; the proxy keeps its
+// last config).
+func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushContext, res []*encoded, release func(), ok bool) {
+	pc = c.s.snaps.Current()
+	if pc == nil {
+		return nil, nil, nil, false // not ready: the first push will answer
+	}
+	slot := req == nil || req.Full
+	if slot {
+		c.acquireSlot()
+	}
+	release = func() {
+		if slot {
+			c.mu.Lock()
+			c.settleSlotLocked()
+			c.mu.Unlock()
+		}
+	}
+	c.mu.Lock()
+	names := w.names
+	if w.wildcard {
+		names = nil // Delta may list names beside a wildcard
+	}
+	c.mu.Unlock()
+	if only != nil {
+		names = only
+	}
+	res, err := c.generate(pc, w.typeURL, names, req)
+	c.mu.Lock()
+	if err != nil {
+		w.genErr = err.Error()
+		c.mu.Unlock()
+		release()
+		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
+		return nil, nil, nil, false
+	}
+	w.genErr = ""
+	return pc, res, release, true
 }
 
 func byName(a, b *encoded) int { return strings.Compare(a.name, b.name) }
