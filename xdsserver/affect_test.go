@@ -1,15 +1,13 @@
 package xdsserver
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/config/configtest"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
@@ -22,19 +20,7 @@ func snapshotOf(t *testing.T, manifests ...string) *push.PushContext {
 	reg := model.NewRegistry(model.NewAllocator())
 	mem.Subscribe(func(evs []store.Event) { reg.Apply(evs) })
 	for _, m := range manifests {
-		j, err := yaml.YAMLToJSON([]byte(m))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var raw map[string]any
-		if err := json.Unmarshal(j, &raw); err != nil {
-			t.Fatal(err)
-		}
-		c, err := config.Typed(raw, config.Source{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mem.Apply([]config.Config{c}, nil)
+		mem.Apply([]config.Config{configtest.Typed(t, m)}, nil)
 	}
 	return push.Build(nil, push.Inputs{Store: mem, Registry: reg, Mesh: config.DefaultMeshConfig()}, nil, time.Now())
 }

@@ -1,34 +1,15 @@
 package model_test
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/config/configtest"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
 )
-
-func cfg(t *testing.T, manifest string) config.Config {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(manifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(j, &raw); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Typed(raw, config.Source{Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 const seSelector = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -74,7 +55,7 @@ func (h *harness) put(manifests ...string) model.Change {
 	h.ch = model.Change{}
 	var cs []config.Config
 	for _, m := range manifests {
-		cs = append(cs, cfg(h.t, m))
+		cs = append(cs, configtest.Typed(h.t, m))
 	}
 	h.mem.Apply(cs, nil)
 	return h.ch

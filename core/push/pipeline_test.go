@@ -2,35 +2,16 @@ package push_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/config/configtest"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 )
-
-func typed(t *testing.T, m string) config.Config {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal(j, &raw); err != nil {
-		t.Fatal(err)
-	}
-	c, err := config.Typed(raw, config.Source{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 const vsGateway = `apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -78,27 +59,27 @@ func TestPipeline(t *testing.T) {
 	if r, _ := next(); r.Reasons["initial"] != 1 {
 		t.Fatalf("first push: %+v", r)
 	}
-	mem.Apply([]config.Config{typed(t, replace(seA, "ADDR", "10.0.0.1"))}, nil)
+	mem.Apply([]config.Config{configtest.Typed(t, replace(seA, "ADDR", "10.0.0.1"))}, nil)
 	r, v1 := next()
 	if !r.Full || len(r.Services) != 1 {
 		t.Fatalf("new service: %+v", r)
 	}
 	// An endpoint edit: not full, the same snapshot, the address touched.
-	mem.Apply([]config.Config{typed(t, replace(seA, "ADDR", "10.0.0.2"))}, nil)
+	mem.Apply([]config.Config{configtest.Typed(t, replace(seA, "ADDR", "10.0.0.2"))}, nil)
 	r, v2 := next()
 	if r.Full || len(r.Endpoints) != 1 || !r.Addresses["10.0.0.1"] || !r.Addresses["10.0.0.2"] || v2 != v1 {
 		t.Fatalf("endpoint edit: %+v (snapshot %d -> %d)", r, v1, v2)
 	}
 	// Two gateway-only VirtualService writes merge into one gateway-only
 	// request; a mesh-bound version is not gateway-only.
-	mem.Apply([]config.Config{typed(t, replace(vsGateway, "GW", "gw1"))}, nil)
-	mem.Apply([]config.Config{typed(t, replace(vsGateway, "GW", "gw2"))}, nil)
+	mem.Apply([]config.Config{configtest.Typed(t, replace(vsGateway, "GW", "gw1"))}, nil)
+	mem.Apply([]config.Config{configtest.Typed(t, replace(vsGateway, "GW", "gw2"))}, nil)
 	r, v3 := next()
 	k := config.Key{Kind: config.VirtualService, Namespace: "ns", Name: "vs"}
 	if !r.Full || !r.GatewayOnly[k] || v3 == v2 {
 		t.Fatalf("gateway-only VS: %+v", r)
 	}
-	mem.Apply([]config.Config{typed(t, replace(vsGateway, "GW", "mesh"))}, nil)
+	mem.Apply([]config.Config{configtest.Typed(t, replace(vsGateway, "GW", "mesh"))}, nil)
 	if r, _ := next(); r.GatewayOnly[k] {
 		t.Fatalf("VS moved to mesh is not gateway-only: %+v", r)
 	}
