@@ -10,10 +10,9 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 )
 
-// pushRecord is one push as /debug/pushz shows it: what triggered it and
+// pushView is one push as /debug/pushz shows it: what triggered it and
 // what it cost across every connection it reached.
-type pushRecord struct {
-	mu        sync.Mutex
+type pushView struct {
 	At        time.Time      `json:"at"`
 	Full      bool           `json:"full"`
 	Reasons   map[string]int `json:"reasons"`
@@ -23,9 +22,15 @@ type pushRecord struct {
 	Proxies   int            `json:"proxies"`
 	// Filled in as connections finish.
 	Done      int            `json:"proxiesDone"`
-	Responses map[string]int `json:"responses"`
+	Responses map[string]int `json:"responsesByType"`
 	Bytes     int            `json:"bytes"`
-	Duration  time.Duration  `json:"durationNanos"`
+	Duration  string         `json:"duration"`
+}
+
+// pushRecord is a pushView being filled in by the connections.
+type pushRecord struct {
+	mu sync.Mutex
+	v  pushView
 }
 
 const pushHistory = 100
@@ -35,27 +40,22 @@ type pushLog struct {
 	recs []*pushRecord
 }
 
+// keys lists up to 20 keys, sorted.
+func keys[K interface {
+	comparable
+	String() string
+}](m map[K]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k.String())
+	}
+	slices.Sort(out)
+	return out[:min(len(out), 20)]
+}
+
 func (l *pushLog) add(req *push.Request, proxies int) *pushRecord {
-	r := &pushRecord{At: time.Now(), Full: req.Full, Reasons: req.Reasons, Proxies: proxies, Responses: map[string]int{}}
-	const maxList = 20
-	for k := range req.Configs {
-		if len(r.Configs) < maxList {
-			r.Configs = append(r.Configs, k.String())
-		}
-	}
-	for k := range req.Services {
-		if len(r.Services) < maxList {
-			r.Services = append(r.Services, k.String())
-		}
-	}
-	for k := range req.Endpoints {
-		if len(r.Endpoints) < maxList {
-			r.Endpoints = append(r.Endpoints, k.String())
-		}
-	}
-	slices.Sort(r.Configs)
-	slices.Sort(r.Services)
-	slices.Sort(r.Endpoints)
+	r := &pushRecord{v: pushView{At: time.Now(), Full: req.Full, Reasons: req.Reasons, Proxies: proxies, Responses: map[string]int{},
+		Configs: keys(req.Configs), Services: keys(req.Services), Endpoints: keys(req.Endpoints)}}
 	l.mu.Lock()
 	l.recs = append(l.recs, r)
 	if len(l.recs) > pushHistory {
@@ -68,16 +68,16 @@ func (l *pushLog) add(req *push.Request, proxies int) *pushRecord {
 // sent records one response of the push.
 func (r *pushRecord) sent(typ string, bytes int) {
 	r.mu.Lock()
-	r.Responses[typ]++
-	r.Bytes += bytes
+	r.v.Responses[typ]++
+	r.v.Bytes += bytes
 	r.mu.Unlock()
 }
 
 // finished records that one connection handled the push.
 func (r *pushRecord) finished() {
 	r.mu.Lock()
-	r.Done++
-	r.Duration = time.Since(r.At)
+	r.v.Done++
+	r.v.Duration = time.Since(r.v.At).String()
 	r.mu.Unlock()
 }
 
@@ -87,26 +87,14 @@ func (s *Server) PushzHandler() http.Handler {
 		s.pushes.mu.Lock()
 		recs := slices.Clone(s.pushes.recs)
 		s.pushes.mu.Unlock()
-		type view struct {
-			At        time.Time      `json:"at"`
-			Full      bool           `json:"full"`
-			Reasons   map[string]int `json:"reasons"`
-			Configs   []string       `json:"configs,omitempty"`
-			Services  []string       `json:"services,omitempty"`
-			Endpoints []string       `json:"endpoints,omitempty"`
-			Proxies   int            `json:"proxies"`
-			Done      int            `json:"proxiesDone"`
-			Responses map[string]int `json:"responsesByType"`
-			Bytes     int            `json:"bytes"`
-			Duration  string         `json:"duration"`
-		}
-		out := make([]view, 0, len(recs))
+		out := make([]pushView, 0, len(recs))
 		for i := len(recs) - 1; i >= 0; i-- {
 			r := recs[i]
 			r.mu.Lock()
-			out = append(out, view{At: r.At, Full: r.Full, Reasons: r.Reasons, Configs: r.Configs, Services: r.Services, Endpoints: r.Endpoints,
-				Proxies: r.Proxies, Done: r.Done, Responses: stdmaps.Clone(r.Responses), Bytes: r.Bytes, Duration: r.Duration.String()})
+			v := r.v
+			v.Responses = stdmaps.Clone(v.Responses)
 			r.mu.Unlock()
+			out = append(out, v)
 		}
 		writeJSON(w, out)
 	})

@@ -2,7 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -193,4 +198,66 @@ func allTo(t *testing.T, ctx context.Context, cc *grpc.ClientConn, want string) 
 		}
 		return true
 	})
+}
+
+// TestPushDebugAndConvergence: after an edit, /debug/pushz lists the push
+// with what triggered it and what it sent, and the convergence histogram
+// (change → ACK) has observations.
+func TestPushDebugAndConvergence(t *testing.T) {
+	bs := map[string]*backend{"a1": startBackend(t, "a1"), "b1": startBackend(t, "b1")}
+	versions := map[string]string{"a1": "v1", "b1": "v2"}
+	m := startMesh(t, map[string]string{"echo.yaml": echoService(bs, versions), "vs.yaml": routes(100, 0, "")})
+	res, err := xds.NewXDSResolverWithConfigForTesting(m.bootstrap("sidecar~127.0.0.1~pushz.default~default.svc.cluster.local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient("xds:///echo.mesh:7070", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx := context.Background()
+	allTo(t, ctx, cc, "a1")
+	m.write("vs.yaml", routes(0, 100, ""))
+	allTo(t, ctx, cc, "b1")
+	type view struct {
+		Reasons   map[string]int `json:"reasons"`
+		Configs   []string       `json:"configs"`
+		Done      int            `json:"proxiesDone"`
+		Responses map[string]int `json:"responsesByType"`
+	}
+	var pushes []view
+	getJSON(t, "http://"+m.d.HTTPAddr()+"/debug/pushz", &pushes)
+	found := false
+	for _, p := range pushes {
+		if p.Reasons["config"] > 0 && slices.Contains(p.Configs, "VirtualService/default/echo") && p.Done == 1 && p.Responses["rds"] == 1 && p.Responses["cds"] == 0 {
+			found = true // a VirtualService edit sends RDS, not CDS
+		}
+	}
+	if !found {
+		t.Fatalf("pushz has no VirtualService push that sent RDS only: %+v", pushes)
+	}
+	_, metrics := httpGet(t, "http://"+m.d.HTTPAddr()+"/metrics")
+	if !regexp.MustCompile(`baremesh_xds_convergence_seconds_count\{type="rds"\} [1-9]`).MatchString(metrics) {
+		t.Fatalf("no RDS convergence observations in /metrics")
+	}
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	_, body := httpGet(t, url)
+	if err := json.Unmarshal([]byte(body), v); err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
 }
