@@ -75,7 +75,7 @@ type watch struct {
 	// Delta); lastPrev: what the last response replaced, to roll back on
 	// its NACK (nil: the proxy did not hold it).
 	rejected   map[string][32]byte
-	lastPrev   map[string]*encoded
+	lastPrev   []replaced
 	ackedVer   string
 	ackedAt    time.Time
 	nack       *nack
@@ -93,6 +93,13 @@ type watch struct {
 	// (re)connected, and what each unACKed response replaced.
 	initial  map[string]string
 	inFlight map[string]map[string]*encoded
+}
+
+// replaced is a resource a response replaced: old is nil if the proxy did
+// not hold one.
+type replaced struct {
+	name string
+	old  *encoded
 }
 
 type nack struct {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -170,8 +172,13 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.proto.Marshal(v)
 }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error { return c.proto.Unmarshal(data, v) }
-func (c codec) Name() string                                { return "proto" }
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*discovery.DiscoveryRequest); ok {
+		return decodeRequest(data, r)
+	}
+	return c.proto.Unmarshal(data, v)
+}
+func (c codec) Name() string { return "proto" }
 
 // GRPCServerOptions are the options a gRPC server serving this Server
 // must have: the codec that sends pre-encoded responses.

@@ -35,7 +35,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			res = slices.Clone(res)
 			slices.SortFunc(res, byName)
 		}
-		prev := map[string]*encoded{}
+		var prev []replaced
 		h := 0 // res and held are both sorted: walk them together
 		for _, r := range res {
 			if rej, ok := w.rejected[r.name]; ok {
@@ -54,7 +54,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			if !force && old != nil && old.sum == r.sum {
 				continue // the proxy holds it (perhaps the version before a rejected one)
 			}
-			prev[r.name] = old
+			prev = append(prev, replaced{r.name, old})
 			send = append(send, r)
 		}
 		if len(w.rejected) == 0 {
@@ -149,14 +149,14 @@ func (w *watch) rejectLast() {
 	}
 	var back []*encoded
 	drop := map[string]bool{}
-	for name, prev := range w.lastPrev {
-		if cur := findHeld(w.held, name); cur != nil {
-			w.rejected[name] = cur.sum
+	for _, p := range w.lastPrev {
+		if cur := findHeld(w.held, p.name); cur != nil {
+			w.rejected[p.name] = cur.sum
 		}
-		if prev == nil {
-			drop[name] = true
+		if p.old == nil {
+			drop[p.name] = true
 		} else {
-			back = append(back, prev)
+			back = append(back, p.old)
 		}
 	}
 	w.held = withHeld(w.held, back, drop)
