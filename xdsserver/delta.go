@@ -129,7 +129,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 // when there is nothing to send (a first request for a type).
 // only, if not nil, narrows the work to those names (an endpoint push).
 func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []string) error {
-	pc, res, release, ok := c.begin(w, req, only)
+	pc, res, _, release, ok := c.begin(w, req, only)
 	if !ok {
 		return nil
 	}

@@ -104,7 +104,8 @@ func withHeld(held []*encoded, set []*encoded, drop map[string]bool) []*encoded 
 
 // generate runs the type's generator under the generation bound, through
 // the caches. names nil is a wildcard subscription.
-func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]*encoded, error) {
+// joined, when not nil, gives the whole result framed as one buffer.
+func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, req *push.Request) (res []*encoded, joined func() mem.Buffer, err error) {
 	start := time.Now()
 	c.s.genSem <- struct{}{}
 	defer func() {
@@ -114,11 +115,13 @@ func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, re
 	switch {
 	case c.s.eds == nil:
 	case typeURL == gen.EndpointType && names != nil:
-		return c.generateEDS(pc, names, req)
+		res, err = c.generateEDS(pc, names, req)
+		return res, nil, err
 	case typeURL == gen.ListenerType || typeURL == gen.ClusterType || typeURL == gen.RouteType:
 		return c.generateShape(pc, typeURL, names, req)
 	}
-	return c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
+	res, err = c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
+	return res, nil, err
 }
 
 // encode runs a generator and encodes what it returns: each resource is
@@ -197,11 +200,16 @@ func stringBuf(num protowire.Number, s string) mem.Buffer {
 
 // sotwMsg frames a DiscoveryResponse: version_info 1, resources 2,
 // type_url 4, nonce 5.
-func sotwMsg(version, typeURL, nonce string, res []*encoded) *rawMsg {
+// joined, if not nil, is res framed as one buffer.
+func sotwMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer) *rawMsg {
 	parts := make(mem.BufferSlice, 0, len(res)+3)
 	parts = append(parts, stringBuf(1, version))
-	for _, e := range res {
-		parts = append(parts, e.buf)
+	if joined != nil {
+		parts = append(parts, joined)
+	} else {
+		for _, e := range res {
+			parts = append(parts, e.buf)
+		}
 	}
 	parts = append(parts, stringBuf(4, typeURL), stringBuf(5, nonce))
 	return &rawMsg{parts: parts}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"google.golang.org/grpc/mem"
 )
 
 // incremental reports whether a SotW response of the type may carry a
@@ -24,7 +25,7 @@ func incremental(typeURL string) bool { return typeURL == gen.EndpointType || ty
 // an answer). only, if not nil, narrows generation to those names (an
 // endpoint push regenerates only the clusters of changed services).
 func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) error {
-	pc, res, release, ok := c.begin(w, req, only)
+	pc, res, joined, release, ok := c.begin(w, req, only)
 	if !ok {
 		return nil
 	}
@@ -89,7 +90,11 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 	w.awaitingAck = true
 	w.notePushStart(req)
 	c.mu.Unlock()
-	return c.sendMsg(w, sotwMsg(version, w.typeURL, nonce, send))
+	var one mem.Buffer
+	if joined != nil && len(send) == len(res) {
+		one = joined() // everything generated goes out: one shared buffer
+	}
+	return c.sendMsg(w, sotwMsg(version, w.typeURL, nonce, send, one))
 }
 
 // begin starts a response for w: it takes an in-flight slot (requests
@@ -98,10 +103,10 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 // release to call when done; ok is false (nothing held) when there is no
 // snapshot yet or generation failed (recorded on w; the proxy keeps its
 // last config).
-func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushContext, res []*encoded, release func(), ok bool) {
+func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushContext, res []*encoded, joined func() mem.Buffer, release func(), ok bool) {
 	pc = c.s.snaps.Current()
 	if pc == nil {
-		return nil, nil, nil, false // not ready: the first push will answer
+		return nil, nil, nil, nil, false // not ready: the first push will answer
 	}
 	slot := req == nil || req.Full
 	if slot {
@@ -123,17 +128,17 @@ func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushC
 	if only != nil {
 		names = only
 	}
-	res, err := c.generate(pc, w.typeURL, names, req)
+	res, joined, err := c.generate(pc, w.typeURL, names, req)
 	c.mu.Lock()
 	if err != nil {
 		w.genErr = err.Error()
 		c.mu.Unlock()
 		release()
 		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
-		return nil, nil, nil, false
+		return nil, nil, nil, nil, false
 	}
 	w.genErr = ""
-	return pc, res, release, true
+	return pc, res, joined, release, true
 }
 
 func byName(a, b *encoded) int { return strings.Compare(a.name, b.name) }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc/mem"
+
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
@@ -70,16 +72,36 @@ type shapeCache struct {
 // shapeEntry is filled once; later callers wait for it (no stampede of
 // thousands of identical generations in a connect storm).
 type shapeEntry struct {
-	done  chan struct{}
-	names []string // the subscription, checked on a hit: the key holds only its hash
-	res   []*encoded
-	err   error
+	// joined is every resource's framing in one buffer, made on first
+	// use: a whole set goes out as one part that gRPC writes without
+	// copying it into frame-sized pieces.
+	joinOnce sync.Once
+	joinBuf  mem.Buffer
+	done     chan struct{}
+	names    []string // the subscription, checked on a hit: the key holds only its hash
+	res      []*encoded
+	err      error
 }
 
 // generateShape builds LDS, CDS or RDS through the cache. In assert mode
 // a hit is checked against a fresh generation for the real proxy: a
 // difference means the key misses an input.
-func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]*encoded, error) {
+func (e *shapeEntry) joined() mem.Buffer {
+	e.joinOnce.Do(func() {
+		n := 0
+		for _, r := range e.res {
+			n += len(r.framed)
+		}
+		b := make([]byte, 0, n)
+		for _, r := range e.res {
+			b = append(b, r.framed...)
+		}
+		e.joinBuf = mem.SliceBuffer(b)
+	})
+	return e.joinBuf
+}
+
+func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]*encoded, func() mem.Buffer, error) {
 	sc := c.s.shapes
 	k := newShapeKey(pc, typeURL, c.proxy, names)
 	sc.mu.Lock()
@@ -99,7 +121,8 @@ func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []strin
 	}
 	sc.mu.Unlock()
 	if e == nil { // an older snapshot than the cache's: no caching
-		return c.encode(typeURL, gen.Input{Push: pc, Proxy: k.proxy(), Names: names, Request: req})
+		res, err := c.encode(typeURL, gen.Input{Push: pc, Proxy: k.proxy(), Names: names, Request: req})
+		return res, nil, err
 	}
 	if owner {
 		e.res, e.err = c.encode(typeURL, gen.Input{Push: pc, Proxy: k.proxy(), Names: names, Request: req})
@@ -113,7 +136,7 @@ func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []strin
 			c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: %s for proxy %s differs from the cached output of its key: the key misses an input (err %v)", shortType(typeURL), c.proxy.ID, err))
 		}
 	}
-	return e.res, e.err
+	return e.res, e.joined, e.err
 }
 
 func sameEncoded(a, b []*encoded) bool {
