@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
@@ -334,36 +335,32 @@ func (c *conn) onPush() error {
 			types[gen.EndpointType] = true
 		}
 	}
+	narrowEDS := !req.Full || (!ownWorkload && servicesOnly(req))
 	for _, t := range pushOrder {
 		if req.Full && !types[t] {
 			continue // this push cannot change t for this proxy
 		}
+		if !req.Full && t != gen.EndpointType {
+			continue
+		}
 		c.mu.Lock()
 		w := c.watches[t]
-		var names []string
-		if w != nil && !req.Full && !w.wildcard {
-			names = edsNamesFor(w.names, req)
+		// Only the clusters of the services that changed can have new
+		// endpoints, unless something like a DestinationRule changed.
+		var only []string
+		narrow := w != nil && t == gen.EndpointType && narrowEDS && !w.wildcard
+		if narrow {
+			only = edsNamesFor(w.names, req)
 		}
 		c.mu.Unlock()
-		if w == nil || (!req.Full && t != gen.EndpointType) {
+		if w == nil || (narrow && len(only) == 0) {
 			continue
 		}
 		var err error
-		switch {
-		case c.delta != nil && !req.Full && !w.wildcard:
-			if len(names) == 0 {
-				continue
-			}
-			err = c.respondDelta(w, req, false, names)
-		case c.delta != nil:
-			err = c.respondDelta(w, req, false, nil)
-		case !req.Full && !w.wildcard:
-			if len(names) == 0 {
-				continue
-			}
-			err = c.respond(w, req, false, names)
-		default:
-			err = c.respond(w, req, false, nil)
+		if c.delta != nil {
+			err = c.respondDelta(w, req, false, only)
+		} else {
+			err = c.respond(w, req, false, only)
 		}
 		if err != nil {
 			return err
@@ -372,11 +369,28 @@ func (c *conn) onPush() error {
 	return nil
 }
 
-// edsNamesFor picks the subscribed cluster names of the services whose
-// endpoints changed.
+// servicesOnly reports whether a full push changed services and
+// endpoints alone (no DestinationRule, Sidecar or mesh config).
+func servicesOnly(req *push.Request) bool {
+	if len(req.Reasons) > 0 && (req.Reasons["mesh"] > 0 || req.Reasons["initial"] > 0) {
+		return false
+	}
+	for k := range req.Configs {
+		if k.Kind != config.ServiceEntry && k.Kind != config.WorkloadEntry {
+			return false
+		}
+	}
+	return len(req.Services) > 0 || len(req.Endpoints) > 0
+}
+
+// edsNamesFor picks the subscribed cluster names of the services that
+// changed or whose endpoints changed.
 func edsNamesFor(subscribed []string, req *push.Request) []string {
-	hosts := make(map[string]bool, len(req.Endpoints))
+	hosts := make(map[string]bool, len(req.Endpoints)+len(req.Services))
 	for k := range req.Endpoints {
+		hosts[k.Hostname] = true
+	}
+	for k := range req.Services {
 		hosts[k.Hostname] = true
 	}
 	var out []string
