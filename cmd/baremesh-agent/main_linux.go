@@ -5,6 +5,7 @@
 //	baremesh-agent [-config /etc/baremesh/agent.yaml] [-dry-run]
 //	baremesh-agent uninstall [-config ...] [-dry-run]
 //	baremesh-agent version
+//	baremesh-agent cni install|uninstall [flags]  (cni_linux.go)
 package main
 
 import (
@@ -32,6 +33,9 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "cni" {
+		return runCNI(ctx, args[1:], stdout, stderr)
+	}
 	cmd := "run"
 	if len(args) > 0 && (args[0] == "uninstall" || args[0] == "version" || args[0] == "run") {
 		cmd, args = args[0], args[1:]
