@@ -26,7 +26,7 @@ func TestRPM(t *testing.T) {
 			nil},
 		{p.AgentRPM,
 			[]string{"Name        : baremesh-agent", "Version     : " + version, "Architecture: x86_64"},
-			[]string{"/usr/bin/baremesh-agent", "/usr/lib/systemd/system/baremesh-agent.service", "/etc/baremesh/agent.yaml"},
+			[]string{"/usr/bin/baremesh-agent", "/usr/bin/baremesh-cni", "/usr/lib/systemd/system/baremesh-agent.service", "/etc/baremesh/agent.yaml"},
 			[]string{"iptables"}},
 	} {
 		info := run(t, "rpm", "-qpi", tc.file)
