@@ -32,7 +32,14 @@ const (
 // ClusterName builds Istio's "DIRECTION|PORT|SUBSET|HOST" cluster name.
 // Inbound clusters carry only the port: "inbound|8080||".
 func ClusterName(dir Direction, port uint32, subset, host string) string {
-	return string(dir) + "|" + strconv.FormatUint(uint64(port), 10) + "|" + subset + "|" + host
+	// Built in a stack buffer: one allocation, where concatenating a
+	// formatted port makes two. Names are built per route and cluster.
+	var buf [128]byte
+	b := append(buf[:0], dir...)
+	b = append(b, '|')
+	b = strconv.AppendUint(b, uint64(port), 10)
+	b = append(append(append(b, '|'), subset...), '|')
+	return string(append(b, host...))
 }
 
 // ClusterKey is a parsed cluster name.
@@ -66,15 +73,20 @@ const GRPCServerListenerPrefix = "grpc/server?xds.resource.listening_address="
 
 // HostPort joins a host and a port as "host:port" (IPv6 hosts bracketed).
 func HostPort(host string, port uint32) string {
+	var buf [128]byte
+	b := buf[:0]
 	if strings.IndexByte(host, ':') >= 0 {
-		return "[" + host + "]:" + strconv.FormatUint(uint64(port), 10)
+		b = append(append(append(b, '['), host...), ']')
+	} else {
+		b = append(b, host...)
 	}
-	return host + ":" + strconv.FormatUint(uint64(port), 10)
+	return string(strconv.AppendUint(append(b, ':'), uint64(port), 10))
 }
 
 // ListenerName is Istio's "ADDR_PORT" listener name.
 func ListenerName(addr string, port uint32) string {
-	return addr + "_" + strconv.FormatUint(uint64(port), 10)
+	var buf [64]byte
+	return string(strconv.AppendUint(append(append(buf[:0], addr...), '_'), uint64(port), 10))
 }
 
 // PortName is a port number as a string, the name of a sidecar's

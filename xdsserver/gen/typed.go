@@ -31,10 +31,21 @@ func ADS() *corev3.ConfigSource {
 }
 
 // SocketAddress is an Envoy TCP address.
+// The four messages (two of them oneof wrappers) are allocated as one
+// block: every listener and DNS endpoint has an address, and allocation,
+// not building, is what they cost. Nothing here is copied afterwards.
 func SocketAddress(ip string, port uint32) *corev3.Address {
-	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Address: ip, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port},
-	}}}
+	b := &struct {
+		addr corev3.Address
+		sa   corev3.Address_SocketAddress
+		s    corev3.SocketAddress
+		pv   corev3.SocketAddress_PortValue
+	}{}
+	b.pv.PortValue = port
+	b.s.Address, b.s.PortSpecifier = ip, &b.pv
+	b.sa.SocketAddress = &b.s
+	b.addr.Address = &b.sa
+	return &b.addr
 }
 
 // Duration converts a time.Duration.

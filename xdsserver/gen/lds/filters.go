@@ -25,13 +25,24 @@ const (
 	originalDstName   = "envoy.filters.listener.original_dst"
 )
 
-func routerFilter() *hcmv3.HttpFilter {
-	return &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{})}}
-}
+// The filters below have constant configs. Each is built and packed once
+// per process and shared by every listener of every output; they are
+// never altered (outputs are only marshalled), so sharing is safe across
+// goroutines. Repacking them per listener was most of LDS's allocations.
+var (
+	sharedRouter        = &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{})}}
+	sharedFault         = &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
+	sharedTLSInspector  = &listenerv3.ListenerFilter{Name: tlsInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&tlsinspectorv3.TlsInspector{})}}
+	sharedHTTPInspector = &listenerv3.ListenerFilter{Name: httpInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&httpinspectorv3.HttpInspector{})}}
+	sharedOriginalDst   = &listenerv3.ListenerFilter{Name: originalDstName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&originaldstv3.OriginalDst{})}}
+	// sharedADS is the RDS config source inside HTTP connection managers,
+	// which are marshalled into their Any at once.
+	sharedADS = gen.ADS()
+)
 
-func faultFilter() *hcmv3.HttpFilter {
-	return &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
-}
+func routerFilter() *hcmv3.HttpFilter { return sharedRouter }
+
+func faultFilter() *hcmv3.HttpFilter { return sharedFault }
 
 // hcmRDS is an HTTP connection manager fetching route config name over
 // ADS, with Istio's sidecar filters: fault injection, then the router.
@@ -42,7 +53,7 @@ func hcmRDS(statPrefix, routeName string, filters ...*hcmv3.HttpFilter) *hcmv3.H
 	return &hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,
 		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
-			ConfigSource: gen.ADS(), RouteConfigName: routeName,
+			ConfigSource: sharedADS, RouteConfigName: routeName,
 		}},
 		HttpFilters: filters,
 	}
@@ -71,14 +82,8 @@ func tcpProxyTo(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
 	return &listenerv3.Filter{Name: tcpProxyName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: gen.MustAny(tp)}}
 }
 
-func tlsInspector() *listenerv3.ListenerFilter {
-	return &listenerv3.ListenerFilter{Name: tlsInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&tlsinspectorv3.TlsInspector{})}}
-}
+func tlsInspector() *listenerv3.ListenerFilter { return sharedTLSInspector }
 
-func httpInspector() *listenerv3.ListenerFilter {
-	return &listenerv3.ListenerFilter{Name: httpInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&httpinspectorv3.HttpInspector{})}}
-}
+func httpInspector() *listenerv3.ListenerFilter { return sharedHTTPInspector }
 
-func originalDst() *listenerv3.ListenerFilter {
-	return &listenerv3.ListenerFilter{Name: originalDstName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&originaldstv3.OriginalDst{})}}
-}
+func originalDst() *listenerv3.ListenerFilter { return sharedOriginalDst }

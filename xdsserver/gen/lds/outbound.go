@@ -2,6 +2,7 @@ package lds
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -27,10 +28,15 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	sni := map[string][]string{} // listener name -> server names used
 	var out []*listenerv3.Listener
 	newListener := func(addr string, port uint32) (*listenerv3.Listener, bool) {
-		name := gen.ListenerName(addr, port)
-		if l := byName[name]; l != nil {
+		// gen.ListenerName, built on the stack: the lookup of an existing
+		// listener (every HTTP service but the first on a port) then
+		// allocates nothing.
+		var buf [64]byte
+		key := strconv.AppendUint(append(append(buf[:0], addr...), '_'), uint64(port), 10)
+		if l := byName[string(key)]; l != nil {
 			return l, false
 		}
+		name := string(key)
 		l := &listenerv3.Listener{
 			Name: name, Address: gen.SocketAddress(addr, port), BindToPort: gen.Bool(false),
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
@@ -42,8 +48,6 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	for _, svc := range v.Services {
 		addr := scope.ServiceAddress(svc)
 		for _, p := range svc.Ports {
-			cluster := gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname)
-			stat := "outbound|" + gen.PortName(p.Number) + "||" + svc.Hostname
 			switch scope.ListenerProtocol(svc, p) {
 			case scope.ListenHTTP:
 				if l, fresh := newListener("0.0.0.0", p.Number); fresh {
@@ -56,7 +60,7 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					addr = "0.0.0.0"
 				}
 				if l, fresh := newListener(addr, p.Number); fresh {
-					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat, cluster))}}}
+					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, outboundCluster(svc, p)))}}}
 				}
 			case scope.ListenTLS:
 				shared := addr == ""
@@ -64,16 +68,17 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					addr = "0.0.0.0"
 				}
 				l, fresh := newListener(addr, p.Number)
+				if !fresh && !shared {
+					continue
+				}
+				stat := outboundCluster(svc, p)
 				if fresh {
 					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
 					if !shared {
-						l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxy(stat, cluster)}}
+						l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxy(stat, stat)}}
 					} else {
 						l.DefaultFilterChain = &listenerv3.FilterChain{Name: gen.PassthroughCluster, Filters: []*listenerv3.Filter{tcpProxy(gen.PassthroughCluster, gen.PassthroughCluster)}}
 					}
-				}
-				if !fresh && !shared {
-					continue
 				}
 				if slices.Contains(sni[l.Name], svc.Hostname) {
 					continue
@@ -82,17 +87,18 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 					Name:             stat,
 					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}},
-					Filters:          []*listenerv3.Filter{tcpProxy(stat, cluster)},
+					Filters:          []*listenerv3.Filter{tcpProxy(stat, stat)},
 				})
 			case scope.ListenAuto:
 				if l, fresh := newListener(addr, p.Number); fresh {
+					stat := outboundCluster(svc, p)
 					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector(), httpInspector()}
 					l.FilterChains = []*listenerv3.FilterChain{{
 						Name:             stat + "-http",
 						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: []string{"http/1.1", "h2c"}},
 						Filters:          []*listenerv3.Filter{hcmFilter(hcmRDS("outbound_"+addr+"_"+gen.PortName(p.Number), gen.HostPort(svc.Hostname, p.Number)))},
 					}}
-					l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat, cluster))}}
+					l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat))}}
 				}
 			}
 		}
@@ -101,11 +107,19 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	return out
 }
 
+// outboundCluster is "outbound|PORT||HOST", also Istio's stat prefix
+// for the service's chains. It is built only where a chain uses it: most
+// HTTP ports join a listener another service already made.
+func outboundCluster(svc *model.Service, p model.Port) string {
+	return gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname)
+}
+
 // tcpRoute is the tcp_proxy for a service port: the first TCP route of
 // its VirtualService that applies (port, source labels), with weighted
 // destinations; else straight to the service's cluster.
-func tcpRoute(v *scope.View, svc *model.Service, p model.Port, stat, cluster string) *tcpproxyv3.TcpProxy {
-	tp := &tcpproxyv3.TcpProxy{StatPrefix: stat, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
+// The stat prefix is the service's cluster name.
+func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) *tcpproxyv3.TcpProxy {
+	tp := &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
 	c := v.VirtualServiceFor(v.VirtualServices, svc.Hostname)
 	if c == nil {
 		return tp

@@ -34,11 +34,15 @@ func (b *routeBuilder) applies(m *networking.HTTPMatchRequest) bool {
 }
 
 // routeMatch translates one HTTPMatchRequest (nil: everything).
+// matchAll is the match of a route without conditions. It is shared by
+// every such route of every output and never altered.
+var matchAll = &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+
 func routeMatch(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
-	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
 	if m == nil {
-		return rm
+		return matchAll
 	}
+	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
 	switch u := m.GetUri().GetMatchType().(type) {
 	case *networking.StringMatch_Exact:
 		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}

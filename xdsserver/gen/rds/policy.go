@@ -22,32 +22,41 @@ const FaultFilterName = "envoy.filters.http.fault"
 // Istio's default retry policy for Envoy routes.
 const defaultRetryOn = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
 
-func defaultRetry() *routev3.RetryPolicy {
-	return &routev3.RetryPolicy{
-		RetryOn: defaultRetryOn, NumRetries: gen.U32(2),
-		RetryHostPredicate: []*routev3.RetryPolicy_RetryHostPredicate{{
-			Name:       "envoy.retry_host_predicates.previous_hosts",
-			ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: gen.MustAny(&previoushostsv3.PreviousHostsPredicate{})},
-		}},
-		HostSelectionRetryMaxAttempts: 5,
-	}
+// previousHosts is Istio's retry host predicate, packed once. Like
+// defaultRetryPolicy it is shared by every route of every output and
+// never altered: outputs are only marshalled.
+var previousHosts = []*routev3.RetryPolicy_RetryHostPredicate{{
+	Name:       "envoy.retry_host_predicates.previous_hosts",
+	ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: gen.MustAny(&previoushostsv3.PreviousHostsPredicate{})},
+}}
+
+// defaultRetryPolicy is shared (see previousHosts); a route with its own
+// retries gets a new policy from retry.
+var defaultRetryPolicy = &routev3.RetryPolicy{
+	RetryOn: defaultRetryOn, NumRetries: gen.U32(2),
+	RetryHostPredicate: previousHosts, HostSelectionRetryMaxAttempts: 5,
 }
+
+// noTimeout is the zero route timeout (none), shared and never altered.
+var noTimeout = gen.Duration(0)
 
 // retry maps HTTPRetry for Envoy: nil keeps Istio's default policy, zero
 // attempts disables retries.
 func retry(r *networking.HTTPRetry) *routev3.RetryPolicy {
 	if r == nil {
-		return defaultRetry()
+		return defaultRetryPolicy
 	}
 	if r.GetAttempts() <= 0 {
 		return nil
 	}
-	p := defaultRetry()
-	p.NumRetries = gen.U32(uint32(r.GetAttempts()))
+	p := &routev3.RetryPolicy{
+		RetryOn: defaultRetryOn, NumRetries: gen.U32(uint32(r.GetAttempts())),
+		RetryHostPredicate: previousHosts, HostSelectionRetryMaxAttempts: 5,
+		PerTryTimeout: r.GetPerTryTimeout(),
+	}
 	if on := r.GetRetryOn(); on != "" {
 		p.RetryOn = on
 	}
-	p.PerTryTimeout = r.GetPerTryTimeout()
 	if r.GetRetryIgnorePreviousHosts() != nil && !r.GetRetryIgnorePreviousHosts().GetValue() {
 		p.RetryHostPredicate, p.HostSelectionRetryMaxAttempts = nil, 0
 	}

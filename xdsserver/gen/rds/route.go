@@ -70,11 +70,11 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, m *networking.
 func (b *routeBuilder) defaultRoute(cluster, host string) *routev3.Route {
 	ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}
 	if !b.proxyless {
-		ra.Timeout = gen.Duration(0)
-		ra.RetryPolicy = defaultRetry()
+		ra.Timeout = noTimeout
+		ra.RetryPolicy = defaultRetryPolicy
 		ra.HashPolicy = b.hashPolicy(host, b.port, "")
 	}
-	return &routev3.Route{Name: "default", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, Action: &routev3.Route_Route{Route: ra}}
+	return &routev3.Route{Name: "default", Match: matchAll, Action: &routev3.Route_Route{Route: ra}}
 }
 
 // action builds the forwarding part of a route.
@@ -108,7 +108,7 @@ func (b *routeBuilder) action(ns string, hr *networking.HTTPRoute) *routev3.Rout
 	} else {
 		ra.Timeout = hr.GetTimeout()
 		if ra.Timeout == nil {
-			ra.Timeout = gen.Duration(0)
+			ra.Timeout = noTimeout
 		}
 		ra.RetryPolicy = retry(hr.GetRetries())
 	}

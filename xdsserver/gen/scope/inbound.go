@@ -34,6 +34,10 @@ func Inbound(pc *push.PushContext, proxy *gen.Proxy) []Instance {
 		seen[target] = true
 		out = append(out, Instance{Service: s, Port: p, TargetPort: target})
 	}
+	// Merging and sorting every service's endpoints is most of the cost;
+	// when no endpoint at all is at one of the proxy's IPs (one index
+	// lookup per IP), none of them can match.
+	atProxy := slices.ContainsFunc(proxy.IPs, pc.Endpoints.HasAddress)
 	for _, s := range pc.Services() {
 		if len(s.Selector) > 0 && s.Namespace == proxy.Namespace && len(proxy.Labels) > 0 && LabelsMatch(s.Selector, proxy.Labels) {
 			for _, p := range s.Ports {
@@ -45,7 +49,7 @@ func Inbound(pc *push.PushContext, proxy *gen.Proxy) []Instance {
 			}
 			continue
 		}
-		if len(proxy.IPs) == 0 {
+		if !atProxy {
 			continue
 		}
 		for _, ep := range pc.Endpoints.Endpoints(s.Key()) {
