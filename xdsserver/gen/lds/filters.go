@@ -38,6 +38,9 @@ var (
 	// sharedADS is the RDS config source inside HTTP connection managers,
 	// which are marshalled into their Any at once.
 	sharedADS = gen.ADS()
+	// sidecarHTTPFilters are Istio's HTTP filters of an outbound or
+	// gateway connection manager: fault injection, then the router.
+	sidecarHTTPFilters = []*hcmv3.HttpFilter{sharedFault, sharedRouter}
 )
 
 func routerFilter() *hcmv3.HttpFilter { return sharedRouter }
@@ -48,7 +51,7 @@ func faultFilter() *hcmv3.HttpFilter { return sharedFault }
 // ADS, with Istio's sidecar filters: fault injection, then the router.
 func hcmRDS(statPrefix, routeName string, filters ...*hcmv3.HttpFilter) *hcmv3.HttpConnectionManager {
 	if filters == nil {
-		filters = []*hcmv3.HttpFilter{faultFilter(), routerFilter()}
+		filters = sidecarHTTPFilters
 	}
 	return &hcmv3.HttpConnectionManager{
 		StatPrefix: statPrefix,

@@ -24,15 +24,14 @@ import (
 // whose match another chain already has is dropped (first wins).
 func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 	ports, byPort := scope.GatewayServers(v.Push, v.Proxy)
-	vsByGW := map[string][]*config.Config{}
-	vss := v.Push.Configs(config.VirtualService)
-	for i := range vss {
-		for _, gw := range vss[i].Spec.(*networking.VirtualService).GetGateways() {
-			if !strings.Contains(gw, "/") {
-				gw = vss[i].Namespace + "/" + gw
-			}
-			vsByGW[gw] = append(vsByGW[gw], &vss[i])
+	// Only TLS passthrough and TCP servers read VirtualServices here; the
+	// index over all of them is built when the first such server needs it.
+	var vsByGW map[string][]*config.Config
+	boundTo := func(gateway string) []*config.Config {
+		if vsByGW == nil {
+			vsByGW = virtualServicesByGateway(v)
 		}
+		return vsByGW[gateway]
 	}
 	var out []*listenerv3.Listener
 	for _, port := range ports {
@@ -47,8 +46,8 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 			l.FilterChains = append(l.FilterChains, fc)
 		}
 		tls := false
+		stat := "outbound_0.0.0.0_" + gen.PortName(port)
 		for _, s := range byPort[port] {
-			stat := "outbound_0.0.0.0_" + gen.PortName(port)
 			switch {
 			case strings.HasPrefix(s.RouteName, "http."):
 				add(&listenerv3.FilterChain{Filters: []*listenerv3.Filter{hcmFilter(hcmRDS(stat, s.RouteName))}})
@@ -61,7 +60,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 				})
 			default:
 				tls = tls || s.Server.GetTls() != nil
-				for _, fc := range l4Chains(v, s, vsByGW[s.Gateway], stat) {
+				for _, fc := range l4Chains(v, s, boundTo(s.Gateway), stat) {
 					add(fc)
 				}
 			}
@@ -73,6 +72,22 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 			l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
 		}
 		out = append(out, l)
+	}
+	return out
+}
+
+// virtualServicesByGateway indexes the VirtualServices by the gateways
+// ("ns/name") they bind to.
+func virtualServicesByGateway(v *scope.View) map[string][]*config.Config {
+	out := map[string][]*config.Config{}
+	vss := v.Push.Configs(config.VirtualService)
+	for i := range vss {
+		for _, gw := range vss[i].Spec.(*networking.VirtualService).GetGateways() {
+			if !strings.Contains(gw, "/") {
+				gw = vss[i].Namespace + "/" + gw
+			}
+			out[gw] = append(out[gw], &vss[i])
+		}
 	}
 	return out
 }
@@ -96,10 +111,15 @@ func serverNames(hosts []string) []string {
 	return out
 }
 
+// gatewayALPN is what a gateway's TLS servers offer; never altered.
+var gatewayALPN = []string{"h2", "http/1.1"}
+
 func downstreamTLS(t *networking.ServerTLSSettings) *corev3.TransportSocket {
-	common := &tlsv3.CommonTlsContext{AlpnProtocols: []string{"h2", "http/1.1"}}
+	// The context is marshalled into its Any at once, so the shared
+	// constant parts (ALPN, the ADS config source) are safe to reference.
+	common := &tlsv3.CommonTlsContext{AlpnProtocols: gatewayALPN}
 	if cred := t.GetCredentialName(); cred != "" {
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: cred, SdsConfig: gen.ADS()}}
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: cred, SdsConfig: sharedADS}}
 	} else if t.GetServerCertificate() != "" {
 		common.TlsCertificates = []*tlsv3.TlsCertificate{{
 			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: t.GetServerCertificate()}},
@@ -114,7 +134,7 @@ func downstreamTLS(t *networking.ServerTLSSettings) *corev3.TransportSocket {
 				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ca}},
 			}}
 		} else if cred := t.GetCredentialName(); cred != "" {
-			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: cred + "-cacert", SdsConfig: gen.ADS()}}
+			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: cred + "-cacert", SdsConfig: sharedADS}}
 		}
 	}
 	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}

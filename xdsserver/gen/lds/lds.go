@@ -26,7 +26,12 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	if in.Push == nil || in.Proxy == nil {
 		return nil, fmt.Errorf("lds: missing push context or proxy")
 	}
-	v := scope.New(in.Push, in.Proxy)
+	var v *scope.View
+	if in.Proxy.Type == gen.Router && !in.Proxy.Proxyless {
+		v = scope.NewRouter(in.Push, in.Proxy) // gateway listeners list no services
+	} else {
+		v = scope.New(in.Push, in.Proxy)
+	}
 	var ls []*listenerv3.Listener
 	switch {
 	case in.Proxy.Proxyless:

@@ -120,7 +120,7 @@ func outboundCluster(svc *model.Service, p model.Port) string {
 // The stat prefix is the service's cluster name.
 func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) *tcpproxyv3.TcpProxy {
 	tp := &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
-	c := v.VirtualServiceFor(v.VirtualServices, svc.Hostname)
+	c := v.VirtualServiceFor(svc.Hostname)
 	if c == nil {
 		return tp
 	}

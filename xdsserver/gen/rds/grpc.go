@@ -19,7 +19,7 @@ func grpcRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	}
 	rb := routeBuilder{v: v, port: p.Number, gateway: "mesh", proxyless: true}
 	var routes []*routev3.Route
-	if vs := v.VirtualServiceFor(v.VirtualServices, svc.Hostname); vs != nil {
+	if vs := v.VirtualServiceFor(svc.Hostname); vs != nil {
 		routes = rb.vsRoutes(vs)
 	} else {
 		routes = []*routev3.Route{rb.defaultRoute(gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname), svc.Hostname)}
@@ -38,7 +38,7 @@ func HasFault(v *scope.View, name string) bool {
 	if !ok {
 		return false
 	}
-	vs := v.VirtualServiceFor(v.VirtualServices, svc.Hostname)
+	vs := v.VirtualServiceFor(svc.Hostname)
 	if vs == nil {
 		return false
 	}

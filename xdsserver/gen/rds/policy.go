@@ -200,7 +200,7 @@ func (b *routeBuilder) hashPolicy(host string, port uint32, subset string) []*ro
 	if dr == nil {
 		return nil
 	}
-	ch := scope.Policy(dr, port, subset).GetLoadBalancer().GetConsistentHash()
+	ch := scope.LoadBalancer(dr, port, subset).GetConsistentHash()
 	if ch == nil {
 		return nil
 	}

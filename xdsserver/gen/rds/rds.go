@@ -30,7 +30,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	if in.Push == nil || in.Proxy == nil {
 		return nil, fmt.Errorf("rds: missing push context or proxy")
 	}
-	v := scope.New(in.Push, in.Proxy)
+	v := newView(in)
 	names := in.Names
 	if len(names) == 0 {
 		names = RouteNames(v)
@@ -55,6 +55,14 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 		}
 	}
 	return out, nil
+}
+
+// newView is the proxy's view; a router's routes list no services.
+func newView(in gen.Input) *scope.View {
+	if in.Proxy.Type == gen.Router && !in.Proxy.Proxyless {
+		return scope.NewRouter(in.Push, in.Proxy)
+	}
+	return scope.New(in.Push, in.Proxy)
 }
 
 // RouteNames lists the route configurations the proxy's listeners refer

@@ -25,26 +25,54 @@ type routeBuilder struct {
 }
 
 // vsRoutes translates every HTTP route of a VirtualService: one Envoy
-// route per match condition that applies (Istio's expansion).
+// route per match condition that applies (Istio's expansion). The Envoy
+// routes of one HTTP route differ only in their match: the rest (name,
+// action, per-filter config, header operations) is built once and shared
+// by them, which is safe because outputs are never altered.
 func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 	vs := c.Spec.(*networking.VirtualService)
 	var out []*routev3.Route
 	for i, hr := range vs.GetHttp() {
 		if len(hr.GetMatch()) == 0 {
-			out = append(out, b.route(c.Namespace, hr, nil, i))
+			r := b.route(c.Namespace, hr, i)
+			r.Match = matchAll
+			out = append(out, r)
 			continue
 		}
+		var first *routev3.Route
 		for _, m := range hr.GetMatch() {
-			if b.applies(m) {
-				out = append(out, b.route(c.Namespace, hr, m, i))
+			if !b.applies(m) {
+				continue
+			}
+			if first == nil {
+				first = b.route(c.Namespace, hr, i)
+				first.Match = routeMatch(m)
+				out = append(out, first)
+			} else {
+				out = append(out, withMatch(first, routeMatch(m)))
 			}
 		}
 	}
 	return out
 }
 
-func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, m *networking.HTTPMatchRequest, i int) *routev3.Route {
-	r := &routev3.Route{Name: hr.GetName(), Match: routeMatch(m)}
+// withMatch is a copy of r with another match: every field is copied
+// (TestWithMatchCopiesEveryField checks), so none route sets can be lost.
+func withMatch(r *routev3.Route, m *routev3.RouteMatch) *routev3.Route {
+	return &routev3.Route{
+		Name: r.Name, Match: m, Action: r.Action, Metadata: r.Metadata, Decorator: r.Decorator,
+		TypedPerFilterConfig: r.TypedPerFilterConfig,
+		RequestHeadersToAdd:  r.RequestHeadersToAdd, RequestHeadersToRemove: r.RequestHeadersToRemove,
+		ResponseHeadersToAdd: r.ResponseHeadersToAdd, ResponseHeadersToRemove: r.ResponseHeadersToRemove,
+		Tracing: r.Tracing, PerRequestBufferLimitBytes: r.PerRequestBufferLimitBytes, StatPrefix: r.StatPrefix,
+		RequestBodyBufferLimit: r.RequestBodyBufferLimit, RouteSpecifiers: r.RouteSpecifiers,
+	}
+}
+
+// route translates an HTTP route but for its match, which the caller
+// sets.
+func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int) *routev3.Route {
+	r := &routev3.Route{Name: hr.GetName()}
 	if r.Name == "" {
 		r.Name = "route-" + strconv.Itoa(i)
 	}

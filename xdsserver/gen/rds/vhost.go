@@ -1,6 +1,9 @@
 package rds
 
 import (
+	"strconv"
+	"strings"
+
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
@@ -39,18 +42,20 @@ func (b *vhostBuilder) claim(domains []string) []string {
 // its VirtualService's routes, else the default route.
 func (b *vhostBuilder) service(svc *model.Service) {
 	port := b.rb.port
-	domains := b.claim(serviceDomains(b.rb.v, svc, port))
+	all := serviceDomains(b.rb.v, svc, port)
+	name := all[1] // "host:port", before claim reuses the slice
+	domains := b.claim(all)
 	b.covered[svc.Hostname] = true
 	if len(domains) == 0 {
 		return
 	}
 	var routes []*routev3.Route
-	if vs := b.rb.v.VirtualServiceFor(b.rb.v.VirtualServices, svc.Hostname); vs != nil {
+	if vs := b.rb.v.VirtualServiceFor(svc.Hostname); vs != nil {
 		routes = b.rb.vsRoutes(vs)
 	} else {
 		routes = []*routev3.Route{b.rb.defaultRoute(gen.ClusterName(gen.Outbound, port, "", svc.Hostname), svc.Hostname)}
 	}
-	b.hosts = append(b.hosts, &routev3.VirtualHost{Name: gen.HostPort(svc.Hostname, port), Domains: domains, Routes: routes})
+	b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes})
 }
 
 // vsOnlyHosts adds virtual hosts for VirtualService hosts that are no
@@ -102,25 +107,55 @@ func (b *vhostBuilder) fallback() {
 // serviceDomains are the names a service is reached by on port, as
 // Istio lists them: the hostname; for a cluster-local hostname
 // "svc.ns.svc.DOMAIN" also "svc.ns.svc", "svc.ns" and, from the same
-// namespace, "svc"; its addresses; each also with ":port".
+// namespace, "svc"; its addresses; each also with ":port". The short
+// names are substrings of the hostname and the ":port" forms are cut
+// from one string: two allocations per service instead of a dozen.
 func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
-	names := []string{svc.Hostname}
-	suffix := ".svc." + v.ClusterDomain()
-	if h := svc.Hostname; len(h) > len(suffix) && h[len(h)-len(suffix):] == suffix {
-		short := h[:len(h)-len(suffix)] // "svc.ns"
-		names = append(names, short+".svc", short)
-		if ns := "." + v.Proxy.Namespace; len(short) > len(ns) && short[len(short)-len(ns):] == ns {
-			names = append(names, short[:len(short)-len(ns)])
+	var stack [8]string
+	names := append(stack[:0], svc.Hostname)
+	// Suffixes are compared piecewise: concatenating them would allocate
+	// per service.
+	const svcPart = ".svc."
+	d := v.ClusterDomain()
+	if h := svc.Hostname; len(h) > len(svcPart)+len(d) && strings.HasSuffix(h, d) && strings.HasSuffix(h[:len(h)-len(d)], svcPart) {
+		short := h[:len(h)-len(d)-len(svcPart)] // "svc.ns"
+		names = append(names, h[:len(short)+len(".svc")], short)
+		if ns := v.Proxy.Namespace; len(short) > len(ns)+1 && strings.HasSuffix(short, ns) && short[len(short)-len(ns)-1] == '.' {
+			names = append(names, short[:len(short)-len(ns)-1])
 		}
 	}
-	for _, a := range svc.Addresses {
-		if scope.ServiceAddress(&model.Service{Hostname: svc.Hostname, Addresses: []string{a}}) != "" {
-			names = append(names, a)
+	if !strings.HasPrefix(svc.Hostname, "*") {
+		for _, a := range svc.Addresses {
+			if scope.UsableAddress(a) {
+				names = append(names, a)
+			}
 		}
 	}
-	out := make([]string, 0, 2*len(names))
+	var p [10]byte
+	ps := strconv.AppendUint(p[:0], uint64(port), 10)
+	var b strings.Builder
 	for _, n := range names {
-		out = append(out, n, gen.HostPort(n, port))
+		b.Grow(len(n) + 3 + len(ps))
+	}
+	ends := make([]int, 0, len(names))
+	for _, n := range names {
+		if strings.IndexByte(n, ':') >= 0 { // as gen.HostPort
+			b.WriteByte('[')
+			b.WriteString(n)
+			b.WriteByte(']')
+		} else {
+			b.WriteString(n)
+		}
+		b.WriteByte(':')
+		b.Write(ps)
+		ends = append(ends, b.Len())
+	}
+	all := b.String()
+	out := make([]string, 0, 2*len(names))
+	start := 0
+	for i, n := range names {
+		out = append(out, n, all[start:ends[i]])
+		start = ends[i]
 	}
 	return out
 }

@@ -77,6 +77,30 @@ func Policy(dr *networking.DestinationRule, port uint32, subset string) *network
 	return out
 }
 
+// LoadBalancer is the load balancer settings Policy would merge for port
+// and subset (nil if none), found without copying anything: routes need
+// only this, once per destination.
+func LoadBalancer(dr *networking.DestinationRule, port uint32, subset string) *networking.LoadBalancerSettings {
+	var lb *networking.LoadBalancerSettings
+	apply := func(tp *networking.TrafficPolicy) {
+		if l := tp.GetLoadBalancer(); l != nil {
+			lb = l
+		}
+		for _, pl := range tp.GetPortLevelSettings() {
+			if l := pl.GetLoadBalancer(); l != nil && pl.GetPort().GetNumber() == port {
+				lb = l
+			}
+		}
+	}
+	apply(dr.GetTrafficPolicy())
+	if subset != "" {
+		if ss := Subset(dr, subset); ss != nil {
+			apply(ss.GetTrafficPolicy())
+		}
+	}
+	return lb
+}
+
 func overlay(out *networking.TrafficPolicy, lb *networking.LoadBalancerSettings, cp *networking.ConnectionPoolSettings, od *networking.OutlierDetection, tls *networking.ClientTLSSettings) {
 	if lb != nil {
 		out.LoadBalancer = proto.Clone(lb).(*networking.LoadBalancerSettings)

@@ -52,9 +52,15 @@ func ServiceAddress(svc *model.Service) string {
 		return ""
 	}
 	for _, a := range svc.Addresses {
-		if !strings.Contains(a, "/") && !strings.Contains(a, ":") {
+		if UsableAddress(a) {
 			return a
 		}
 	}
 	return ""
+}
+
+// UsableAddress reports whether a service address is an IPv4 address
+// (no CIDR, no IPv6), as ServiceAddress picks them.
+func UsableAddress(a string) bool {
+	return !strings.Contains(a, "/") && !strings.Contains(a, ":")
 }

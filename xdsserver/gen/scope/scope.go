@@ -26,12 +26,17 @@ import (
 type View struct {
 	Push  *push.PushContext
 	Proxy *gen.Proxy
-	// Services are the visible services, in the snapshot's order.
+	// Services are the visible services, in the snapshot's order (empty
+	// in a view from NewRouter).
 	Services []*model.Service
 	// VirtualServices are the visible VirtualServices bound to "mesh"
 	// (sidecars only; routers look theirs up per Gateway).
 	VirtualServices []config.Config
 	sidecar         *networking.Sidecar
+	// vsExact maps a VirtualService host to the first VirtualService
+	// naming it; vsWild lists the wildcard hosts in order.
+	vsExact map[string]int
+	vsWild  []wildHost
 }
 
 // New computes the view of proxy on pc.
@@ -49,8 +54,16 @@ func New(pc *push.PushContext, proxy *gen.Proxy) *View {
 	}
 	if proxy.Type == gen.SidecarProxy {
 		v.VirtualServices = v.visibleVS(pc.VirtualServicesFor("mesh"))
+		v.indexVirtualServices()
 	}
 	return v
+}
+
+// NewRouter is the view of a router for its listeners and routes, which
+// look services up by host and never list them: Services is left empty,
+// sparing a filter over every service of the mesh per generation.
+func NewRouter(pc *push.PushContext, proxy *gen.Proxy) *View {
+	return &View{Push: pc, Proxy: proxy}
 }
 
 // ServiceVisible reports whether the proxy may see s: exported to its
@@ -122,23 +135,44 @@ func (v *View) egressAllowsPattern(ns, pattern string) bool {
 	return false
 }
 
-// VirtualServiceFor returns the first visible VirtualService that names
-// host (exactly, else by wildcard; short VS hosts are relative to the
-// VS's namespace), or nil.
-func (v *View) VirtualServiceFor(vss []config.Config, host string) *config.Config {
-	var wild *config.Config
-	for i := range vss {
-		for _, h := range vss[i].Spec.(*networking.VirtualService).GetHosts() {
-			h = v.FQDN(h, vss[i].Namespace)
-			if h == host {
-				return &vss[i]
+// VirtualServiceFor returns the first of the view's VirtualServices
+// that names host (exactly, else by wildcard; short VS hosts are
+// relative to the VS's namespace), or nil. It reads the index New built.
+func (v *View) VirtualServiceFor(host string) *config.Config {
+	if i, ok := v.vsExact[host]; ok {
+		return &v.VirtualServices[i]
+	}
+	for _, w := range v.vsWild {
+		if HostMatch(w.pattern, host) {
+			return &v.VirtualServices[w.vs]
+		}
+	}
+	return nil
+}
+
+// indexVirtualServices builds the index VirtualServiceFor reads: every
+// service of a sidecar looks its VirtualService up, and scanning every
+// host of every VirtualService each time grew as services × hosts.
+func (v *View) indexVirtualServices() {
+	v.vsExact = make(map[string]int, len(v.VirtualServices))
+	for i := range v.VirtualServices {
+		c := &v.VirtualServices[i]
+		for _, h := range c.Spec.(*networking.VirtualService).GetHosts() {
+			h = v.FQDN(h, c.Namespace)
+			if _, dup := v.vsExact[h]; !dup {
+				v.vsExact[h] = i
 			}
-			if wild == nil && strings.HasPrefix(h, "*") && HostMatch(h, host) {
-				wild = &vss[i]
+			if strings.HasPrefix(h, "*") {
+				v.vsWild = append(v.vsWild, wildHost{pattern: h, vs: i})
 			}
 		}
 	}
-	return wild
+}
+
+// wildHost is a wildcard VirtualService host, in VirtualService order.
+type wildHost struct {
+	pattern string
+	vs      int
 }
 
 // Exported applies Istio's exportTo: empty or "*" is every namespace, "."
