@@ -5,7 +5,13 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -14,13 +20,37 @@ import (
 // MustAny packs m into an Any. Marshalling a well-formed message fails
 // only on invalid UTF-8 in a string field, which config decoding already
 // rejects, so a failure is a programming error and panics.
+//
+// It packs as anypb.New does, but takes the type URL of the messages
+// packed per resource from typeURLs rather than building it each time.
 func MustAny(m proto.Message) *anypb.Any {
-	a, err := anypb.New(m)
+	b, err := proto.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("gen: packing %T: %v", m, err))
 	}
-	return a
+	name := m.ProtoReflect().Descriptor().FullName()
+	url, ok := typeURLs[name]
+	if !ok {
+		url = typeURLPrefix + string(name)
+	}
+	return &anypb.Any{TypeUrl: url, Value: b}
 }
+
+const typeURLPrefix = "type.googleapis.com/"
+
+// typeURLs are the type URLs of the configs packed once or more per
+// resource. Built at init, never altered.
+var typeURLs = func() map[protoreflect.FullName]string {
+	out := map[protoreflect.FullName]string{}
+	for _, m := range []proto.Message{
+		&hcmv3.HttpConnectionManager{}, &tcpproxyv3.TcpProxy{}, &tlsv3.DownstreamTlsContext{},
+		&tlsv3.UpstreamTlsContext{}, &faultv3.HTTPFault{}, &httpv3.HttpProtocolOptions{},
+	} {
+		name := m.ProtoReflect().Descriptor().FullName()
+		out[name] = typeURLPrefix + string(name)
+	}
+	return out
+}()
 
 // ADS is a ConfigSource pointing at the ADS stream, version 3.
 func ADS() *corev3.ConfigSource {

@@ -1,6 +1,8 @@
 package lds
 
 import (
+	"google.golang.org/protobuf/proto"
+
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
@@ -73,7 +75,20 @@ func hcmInline(statPrefix string, rc *routev3.RouteConfiguration) *hcmv3.HttpCon
 }
 
 func hcmFilter(h *hcmv3.HttpConnectionManager) *listenerv3.Filter {
-	return &listenerv3.Filter{Name: hcmName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: gen.MustAny(h)}}
+	return typedFilter(hcmName, h)
+}
+
+// typedFilter is a network filter with a packed config. The filter and
+// its oneof wrapper are allocated as one block (there is one or two per
+// filter chain); nothing copies them afterwards.
+func typedFilter(name string, cfg proto.Message) *listenerv3.Filter {
+	b := &struct {
+		f  listenerv3.Filter
+		tc listenerv3.Filter_TypedConfig
+	}{}
+	b.tc.TypedConfig = gen.MustAny(cfg)
+	b.f.Name, b.f.ConfigType = name, &b.tc
+	return &b.f
 }
 
 // tcpProxy forwards to cluster.
@@ -82,7 +97,7 @@ func tcpProxy(statPrefix, cluster string) *listenerv3.Filter {
 }
 
 func tcpProxyTo(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {
-	return &listenerv3.Filter{Name: tcpProxyName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: gen.MustAny(tp)}}
+	return typedFilter(tcpProxyName, tp)
 }
 
 func tlsInspector() *listenerv3.ListenerFilter { return sharedTLSInspector }

@@ -38,7 +38,7 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 		}
 		name := string(key)
 		l := &listenerv3.Listener{
-			Name: name, Address: gen.SocketAddress(addr, port), BindToPort: gen.Bool(false),
+			Name: name, Address: gen.SocketAddress(addr, port), BindToPort: noBind,
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		}
 		byName[name] = l
@@ -72,22 +72,27 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					continue
 				}
 				stat := outboundCluster(svc, p)
+				// The service's SNI chain and its listener's default chain
+				// share one (never altered) tcp_proxy filter list.
+				filters := []*listenerv3.Filter{tcpProxy(stat, stat)}
 				if fresh {
 					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
 					if !shared {
-						l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxy(stat, stat)}}
+						l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: filters}
 					} else {
 						l.DefaultFilterChain = &listenerv3.FilterChain{Name: gen.PassthroughCluster, Filters: []*listenerv3.Filter{tcpProxy(gen.PassthroughCluster, gen.PassthroughCluster)}}
 					}
 				}
-				if slices.Contains(sni[l.Name], svc.Hostname) {
-					continue
+				if shared { // only a shared listener sees a hostname twice
+					if slices.Contains(sni[l.Name], svc.Hostname) {
+						continue
+					}
+					sni[l.Name] = append(sni[l.Name], svc.Hostname)
 				}
-				sni[l.Name] = append(sni[l.Name], svc.Hostname)
 				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
 					Name:             stat,
 					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}},
-					Filters:          []*listenerv3.Filter{tcpProxy(stat, stat)},
+					Filters:          filters,
 				})
 			case scope.ListenAuto:
 				if l, fresh := newListener(addr, p.Number); fresh {
@@ -106,6 +111,10 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	slices.SortFunc(out, func(a, b *listenerv3.Listener) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
+
+// noBind is BindToPort false, shared by every outbound listener and never
+// altered.
+var noBind = gen.Bool(false)
 
 // outboundCluster is "outbound|PORT||HOST", also Istio's stat prefix
 // for the service's chains. It is built only where a chain uses it: most

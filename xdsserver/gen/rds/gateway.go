@@ -54,7 +54,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 	if len(servers) == 0 {
 		return nil
 	}
-	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: gen.Bool(false)}
+	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: noValidate}
 	byHost := map[string]*routev3.VirtualHost{}
 	used := map[string]bool{}
 	for _, s := range servers {
@@ -78,16 +78,16 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 				}
 				vh := byHost[h]
 				if vh == nil {
-					candidates := []string{h, h + ":*"}
-					if h == "*" {
-						candidates = candidates[:1]
-					}
-					var domains []string
-					for _, d := range candidates {
+					domains := make([]string, 0, 2)
+					claim := func(d string) {
 						if !used[d] {
 							used[d] = true
 							domains = append(domains, d)
 						}
+					}
+					claim(h)
+					if h != "*" {
+						claim(h + ":*")
 					}
 					if len(domains) == 0 {
 						continue

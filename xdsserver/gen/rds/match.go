@@ -42,12 +42,19 @@ func routeMatch(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
 	if m == nil {
 		return matchAll
 	}
-	rm := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+	// The match and its prefix wrapper, the common case, are allocated as
+	// one block: there is one per route.
+	b := &struct {
+		rm     routev3.RouteMatch
+		prefix routev3.RouteMatch_Prefix
+	}{prefix: routev3.RouteMatch_Prefix{Prefix: "/"}}
+	rm := &b.rm
+	rm.PathSpecifier = &b.prefix
 	switch u := m.GetUri().GetMatchType().(type) {
 	case *networking.StringMatch_Exact:
 		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
 	case *networking.StringMatch_Prefix:
-		rm.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: u.Prefix}
+		b.prefix.Prefix = u.Prefix
 	case *networking.StringMatch_Regex:
 		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
 	}

@@ -37,6 +37,10 @@ var defaultRetryPolicy = &routev3.RetryPolicy{
 	RetryHostPredicate: previousHosts, HostSelectionRetryMaxAttempts: 5,
 }
 
+// noValidate is ValidateClusters false, shared by every route config and
+// never altered.
+var noValidate = gen.Bool(false)
+
 // noTimeout is the zero route timeout (none), shared and never altered.
 var noTimeout = gen.Duration(0)
 

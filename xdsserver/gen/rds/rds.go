@@ -129,7 +129,7 @@ func sidecarRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	}
 	vb := newVhostBuilder(v, uint32(port))
 	vb.service(svc)
-	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: gen.Bool(false)}
+	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
 }
 
 func portRoute(v *scope.View, name string, port uint32) *routev3.RouteConfiguration {
@@ -141,5 +141,5 @@ func portRoute(v *scope.View, name string, port uint32) *routev3.RouteConfigurat
 	}
 	vb.vsOnlyHosts()
 	vb.fallback()
-	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: gen.Bool(false)}
+	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
 }

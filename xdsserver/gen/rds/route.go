@@ -74,7 +74,7 @@ func withMatch(r *routev3.Route, m *routev3.RouteMatch) *routev3.Route {
 func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int) *routev3.Route {
 	r := &routev3.Route{Name: hr.GetName()}
 	if r.Name == "" {
-		r.Name = "route-" + strconv.Itoa(i)
+		r.Name = unnamedRoute(i)
 	}
 	switch {
 	case hr.GetRedirect() != nil:
@@ -93,6 +93,19 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int) *routev
 	return r
 }
 
+// routeNames are the names of the first unnamed HTTP routes, spelled out
+// so most routes need no string built. Never altered.
+var routeNames = [...]string{"route-0", "route-1", "route-2", "route-3", "route-4", "route-5", "route-6", "route-7"}
+
+// unnamedRoute names the i-th HTTP route of a VirtualService that has no
+// name, as Istio does.
+func unnamedRoute(i int) string {
+	if i < len(routeNames) {
+		return routeNames[i]
+	}
+	return "route-" + strconv.Itoa(i)
+}
+
 // defaultRoute sends everything to cluster: the route of a service
 // without a VirtualService.
 func (b *routeBuilder) defaultRoute(cluster, host string) *routev3.Route {
@@ -108,10 +121,15 @@ func (b *routeBuilder) defaultRoute(cluster, host string) *routev3.Route {
 // action builds the forwarding part of a route.
 func (b *routeBuilder) action(ns string, hr *networking.HTTPRoute) *routev3.RouteAction {
 	ra := &routev3.RouteAction{}
-	var live []*networking.HTTPRouteDestination
-	for _, d := range hr.GetRoute() {
-		if len(hr.GetRoute()) == 1 || d.GetWeight() > 0 {
-			live = append(live, d)
+	// A single destination is live whatever its weight; of several, those
+	// with a weight.
+	live := hr.GetRoute()
+	if len(live) > 1 {
+		live = nil
+		for _, d := range hr.GetRoute() {
+			if d.GetWeight() > 0 {
+				live = append(live, d)
+			}
 		}
 	}
 	if len(live) == 1 {

@@ -62,8 +62,9 @@ func (b *vhostBuilder) service(svc *model.Service) {
 // visible service (external names, wildcards), as Istio does.
 func (b *vhostBuilder) vsOnlyHosts() {
 	v := b.rb.v
-	for i := range v.VirtualServices {
-		c := &v.VirtualServices[i]
+	vss := v.VirtualServices()
+	for i := range vss {
+		c := &vss[i]
 		for _, h := range c.Spec.(*networking.VirtualService).GetHosts() {
 			h = v.FQDN(h, c.Namespace)
 			if b.covered[h] || v.ServiceFor(h) != nil {

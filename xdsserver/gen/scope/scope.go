@@ -21,22 +21,27 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
-// View is what one proxy sees of a snapshot. It is computed once per
-// generation and not altered afterwards.
+// View is what one proxy sees of a snapshot. It is computed for one
+// generation, used by one goroutine and not shared; its VirtualService
+// list and index are built on first use (CDS and most listeners never
+// read them), after which nothing in it changes.
 type View struct {
 	Push  *push.PushContext
 	Proxy *gen.Proxy
 	// Services are the visible services, in the snapshot's order (empty
 	// in a view from NewRouter).
 	Services []*model.Service
-	// VirtualServices are the visible VirtualServices bound to "mesh"
-	// (sidecars only; routers look theirs up per Gateway).
-	VirtualServices []config.Config
-	sidecar         *networking.Sidecar
-	// vsExact maps a VirtualService host to the first VirtualService
-	// naming it; vsWild lists the wildcard hosts in order.
-	vsExact map[string]int
-	vsWild  []wildHost
+	sidecar  *networking.Sidecar
+	vs       *vsIndex
+}
+
+// vsIndex holds the visible VirtualServices bound to "mesh" (sidecars
+// only; routers look theirs up per Gateway) and, by host, the first one
+// naming it exactly; wild lists the wildcard hosts in order.
+type vsIndex struct {
+	all   []config.Config
+	exact map[string]int
+	wild  []wildHost
 }
 
 // New computes the view of proxy on pc.
@@ -52,11 +57,22 @@ func New(pc *push.PushContext, proxy *gen.Proxy) *View {
 			v.Services = append(v.Services, s)
 		}
 	}
-	if proxy.Type == gen.SidecarProxy {
-		v.VirtualServices = v.visibleVS(pc.VirtualServicesFor("mesh"))
-		v.indexVirtualServices()
-	}
 	return v
+}
+
+// VirtualServices returns the visible VirtualServices bound to "mesh"
+// (none for routers, which look theirs up per Gateway).
+func (v *View) VirtualServices() []config.Config { return v.virtualServices().all }
+
+func (v *View) virtualServices() *vsIndex {
+	if v.vs == nil {
+		v.vs = &vsIndex{}
+		if v.Proxy.Type == gen.SidecarProxy {
+			v.vs.all = v.visibleVS(v.Push.VirtualServicesFor("mesh"))
+			v.indexVirtualServices()
+		}
+	}
+	return v.vs
 }
 
 // NewRouter is the view of a router for its listeners and routes, which
@@ -137,14 +153,15 @@ func (v *View) egressAllowsPattern(ns, pattern string) bool {
 
 // VirtualServiceFor returns the first of the view's VirtualServices
 // that names host (exactly, else by wildcard; short VS hosts are
-// relative to the VS's namespace), or nil. It reads the index New built.
+// relative to the VS's namespace), or nil.
 func (v *View) VirtualServiceFor(host string) *config.Config {
-	if i, ok := v.vsExact[host]; ok {
-		return &v.VirtualServices[i]
+	ix := v.virtualServices()
+	if i, ok := ix.exact[host]; ok {
+		return &ix.all[i]
 	}
-	for _, w := range v.vsWild {
+	for _, w := range ix.wild {
 		if HostMatch(w.pattern, host) {
-			return &v.VirtualServices[w.vs]
+			return &ix.all[w.vs]
 		}
 	}
 	return nil
@@ -154,16 +171,17 @@ func (v *View) VirtualServiceFor(host string) *config.Config {
 // service of a sidecar looks its VirtualService up, and scanning every
 // host of every VirtualService each time grew as services × hosts.
 func (v *View) indexVirtualServices() {
-	v.vsExact = make(map[string]int, len(v.VirtualServices))
-	for i := range v.VirtualServices {
-		c := &v.VirtualServices[i]
+	ix := v.vs
+	ix.exact = make(map[string]int, len(ix.all))
+	for i := range ix.all {
+		c := &ix.all[i]
 		for _, h := range c.Spec.(*networking.VirtualService).GetHosts() {
 			h = v.FQDN(h, c.Namespace)
-			if _, dup := v.vsExact[h]; !dup {
-				v.vsExact[h] = i
+			if _, dup := ix.exact[h]; !dup {
+				ix.exact[h] = i
 			}
 			if strings.HasPrefix(h, "*") {
-				v.vsWild = append(v.vsWild, wildHost{pattern: h, vs: i})
+				ix.wild = append(ix.wild, wildHost{pattern: h, vs: i})
 			}
 		}
 	}
