@@ -1,0 +1,76 @@
+package tunnel
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func baseConfig(kind Kind) Config {
+	return Config{Kind: kind, NodeUnderlay: netip.MustParseAddr("10.200.2.1"), ProxyUnderlay: netip.MustParseAddr("10.200.2.2"),
+		PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.200.1.0/24")}}
+}
+
+// TestBuildGolden: testdata/NAME.golden holds both sides as commands.
+func TestBuildGolden(t *testing.T) {
+	excl := baseConfig(KindVXLAN)
+	excl.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.200.3.7/32")}
+	excl.PodCIDRs = append(excl.PodCIDRs, netip.MustParsePrefix("10.201.0.5/32"))
+	excl.MTU, excl.VNI, excl.Mark, excl.Table = 1400, 42, 0x10, 77
+	for name, cfg := range map[string]Config{
+		"vxlan":    baseConfig(KindVXLAN),
+		"geneve":   baseConfig(KindGeneve),
+		"excludes": excl,
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := Build(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "# node\n" + d.Node.String() + "# proxy\n" + d.Proxy.String()
+			path := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("%s differs (run with -update to accept):\n%s", path, got)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mut  func(*Config)
+		want string
+	}{
+		"kind":      {func(c *Config) { c.Kind = "gre" }, "kind"},
+		"no pods":   {func(c *Config) { c.PodCIDRs = nil }, "podCIDRs"},
+		"v6 pods":   {func(c *Config) { c.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("fd00::/64")} }, "not an IPv4"},
+		"underlay":  {func(c *Config) { c.NodeUnderlay = netip.Addr{} }, "nodeUnderlay"},
+		"inner":     {func(c *Config) { c.ProxyInner = netip.MustParsePrefix("169.254.9.2/30") }, "one prefix"},
+		"vni":       {func(c *Config) { c.VNI = 1 << 24 }, "24 bits"},
+		"main":      {func(c *Config) { c.Table = 254 }, "dedicated"},
+		"long name": {func(c *Config) { c.NodeDevice = "a-very-long-device" }, "interface name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := baseConfig(KindVXLAN)
+			tc.mut(&c)
+			_, err := Build(c)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Build: %v, want error containing %q", err, tc.want)
+			}
+		})
+	}
+}
