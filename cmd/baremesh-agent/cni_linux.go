@@ -21,8 +21,11 @@ import (
 //	    [-ambient] [-watch] [-ready-file PATH]
 //	baremesh-agent cni uninstall [-bin-dir ...] [-conf-dir ...]
 func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "repair" {
+		return runRepair(ctx, args[1:], stderr) // repair_linux.go
+	}
 	if len(args) == 0 || (args[0] != "install" && args[0] != "uninstall") {
-		fmt.Fprintln(stderr, "usage: baremesh-agent cni install|uninstall [flags]")
+		fmt.Fprintln(stderr, "usage: baremesh-agent cni install|uninstall|repair [flags]")
 		return 2
 	}
 	cmd, args := args[0], args[1:]

@@ -6,6 +6,8 @@
 //	baremesh-agent uninstall [-config ...] [-dry-run]
 //	baremesh-agent version
 //	baremesh-agent cni install|uninstall [flags]  (cni_linux.go)
+//	baremesh-agent cni repair [flags]  (repair_linux.go)
+//	baremesh-agent tunnel up|down|run -config FILE  (tunnel_linux.go)
 package main
 
 import (
@@ -35,6 +37,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "cni" {
 		return runCNI(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "tunnel" {
+		return runTunnel(ctx, args[1:], stdout, stderr) // tunnel_linux.go
 	}
 	cmd := "run"
 	if len(args) > 0 && (args[0] == "uninstall" || args[0] == "version" || args[0] == "run") {

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/baremesh/baremesh/nodeagent/cni"
+	"github.com/baremesh/baremesh/nodeagent/repair"
+)
+
+// runRepair is `baremesh-agent cni repair`, the repair controller:
+//
+//	baremesh-agent cni repair -node NODE [-kubeconfig FILE] [-mode label|delete]
+//	    [-exclude-namespaces a,b] [-ambient] [-ready-since RFC3339 | -ready-file PATH]
+//	    [-delete-rate 1] [-delete-burst 5]
+func runRepair(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("baremesh-agent cni repair", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	node := fs.String("node", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster service account)")
+	mode := fs.String("mode", string(repair.ModeLabel), "label broken pods ("+repair.LabelBroken+"=reason) or delete them")
+	exclude := fs.String("exclude-namespaces", "kube-system,baremesh-system", "namespaces never touched (as given to cni install)")
+	ambient := fs.Bool("ambient", false, "ambient decisions, as given to cni install")
+	readySince := fs.String("ready-since", "", "when baremesh-cni became ready (RFC 3339); pods created before need repair")
+	readyFile := fs.String("ready-file", "", "take -ready-since from this file's modification time (the installer's -ready-file)")
+	rate := fs.Float64("delete-rate", 1, "pod deletions per second at most")
+	burst := fs.Int("delete-burst", 5, "deletions allowed in a burst")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "baremesh-agent cni repair: %v\n", err)
+		return 1
+	}
+	var since time.Time
+	switch {
+	case *readySince != "":
+		t, err := time.Parse(time.RFC3339, *readySince)
+		if err != nil {
+			return fail(fmt.Errorf("-ready-since: %w", err))
+		}
+		since = t
+	case *readyFile != "":
+		st, err := os.Stat(*readyFile)
+		if err != nil {
+			return fail(fmt.Errorf("-ready-file: %w (is the plugin installed?)", err))
+		}
+		since = st.ModTime()
+	}
+	var rc *rest.Config
+	var err error
+	if *kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return fail(fmt.Errorf("kubernetes config: %w", err))
+	}
+	rc.UserAgent = "baremesh-agent-repair"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fail(fmt.Errorf("kubernetes client: %w", err))
+	}
+	plugin := &cni.PluginConfig{AmbientEnabled: *ambient}
+	for _, ns := range splitComma(*exclude) {
+		plugin.Kubernetes.ExcludeNamespaces = append(plugin.Kubernetes.ExcludeNamespaces, ns.(string))
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "cni-repair")
+	c, err := repair.New(log, cs, repair.Options{Node: *node, Mode: repair.Mode(*mode), Plugin: plugin,
+		ReadySince: since, DeleteRate: *rate, DeleteBurst: *burst})
+	if err != nil {
+		return fail(err)
+	}
+	if err := c.Run(ctx); err != nil {
+		return fail(err)
+	}
+	return 0
+}
