@@ -2,6 +2,7 @@ package repair
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -168,10 +169,20 @@ func untouched(t *testing.T, cs kubernetes.Interface, s scenario) {
 	}
 }
 
+// uniqueNode names a node (and its namespaces) afresh for each run, since
+// the API server outlives a test under -count.
+func uniqueNode(base string) string {
+	nodeSeq++
+	return fmt.Sprintf("%s-%d", base, nodeSeq)
+}
+
+var nodeSeq int
+
 func TestLabelMode(t *testing.T) {
 	cs := clientset(t)
-	s := setup(t, cs, "node-label")
-	c := start(t, cs, "node-label", s, ModeLabel)
+	node := uniqueNode("node-label")
+	s := setup(t, cs, node)
+	c := start(t, cs, node, s, ModeLabel)
 	waitFor(t, "broken pod labelled", func() bool {
 		return get(t, cs, s.app, s.broken).Labels[LabelBroken] == string(ReasonValidationFailed)
 	})
@@ -186,8 +197,9 @@ func TestLabelMode(t *testing.T) {
 
 func TestDeleteMode(t *testing.T) {
 	cs := clientset(t)
-	s := setup(t, cs, "node-delete")
-	c := start(t, cs, "node-delete", s, ModeDelete)
+	node := uniqueNode("node-delete")
+	s := setup(t, cs, node)
+	c := start(t, cs, node, s, ModeDelete)
 	waitFor(t, "broken pod deleted", func() bool {
 		p := get(t, cs, s.app, s.broken)
 		return p == nil || p.DeletionTimestamp != nil // a kubelet would finish a graceful delete
