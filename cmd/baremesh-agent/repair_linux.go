@@ -20,7 +20,7 @@ import (
 // runRepair is `baremesh-agent cni repair`, the repair controller:
 //
 //	baremesh-agent cni repair -node NODE [-kubeconfig FILE] [-mode label|delete]
-//	    [-exclude-namespaces a,b] [-ambient] [-ready-since RFC3339 | -ready-file PATH]
+//	    [-exclude-namespaces a,b] [-ambient] [-ready-since RFC3339]
 //	    [-delete-rate 1] [-delete-burst 5]
 func runRepair(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("baremesh-agent cni repair", flag.ContinueOnError)
@@ -30,8 +30,9 @@ func runRepair(ctx context.Context, args []string, stderr io.Writer) int {
 	mode := fs.String("mode", string(repair.ModeLabel), "label broken pods ("+repair.LabelBroken+"=reason) or delete them")
 	exclude := fs.String("exclude-namespaces", "kube-system,baremesh-system", "namespaces never touched (as given to cni install)")
 	ambient := fs.Bool("ambient", false, "ambient decisions, as given to cni install")
-	readySince := fs.String("ready-since", "", "when baremesh-cni became ready (RFC 3339); pods created before need repair")
-	readyFile := fs.String("ready-file", "", "take -ready-since from this file's modification time (the installer's -ready-file)")
+	// Not the installer's -ready-file: it is rewritten every second, so
+	// its modification time says nothing about when the plugin was chained.
+	readySince := fs.String("ready-since", "", "when baremesh-cni was first chained on this node (RFC 3339); pods created before need repair; empty turns that rule off")
 	rate := fs.Float64("delete-rate", 1, "pod deletions per second at most")
 	burst := fs.Int("delete-burst", 5, "deletions allowed in a burst")
 	if err := fs.Parse(args); err != nil {
@@ -42,19 +43,12 @@ func runRepair(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	var since time.Time
-	switch {
-	case *readySince != "":
+	if *readySince != "" {
 		t, err := time.Parse(time.RFC3339, *readySince)
 		if err != nil {
 			return fail(fmt.Errorf("-ready-since: %w", err))
 		}
 		since = t
-	case *readyFile != "":
-		st, err := os.Stat(*readyFile)
-		if err != nil {
-			return fail(fmt.Errorf("-ready-file: %w (is the plugin installed?)", err))
-		}
-		since = st.ModTime()
 	}
 	var rc *rest.Config
 	var err error
