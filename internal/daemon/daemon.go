@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -184,6 +185,11 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 			return
 		case data == nil:
 			m = config.DefaultMeshConfig()
+		case len(bytes.TrimSpace(data)) == 0:
+			// As for config files: a writer that truncates first shows an
+			// empty file for a moment; delete the file to get the defaults.
+			d.log.Warn("mesh config is empty; keeping the last good one (delete the file for Istio's defaults)", "file", d.cfg.MeshConfig)
+			return
 		default:
 			if m, err = config.ParseMeshConfig(data, d.cfg.MeshConfig); err != nil {
 				d.log.Warn("mesh config rejected; keeping the last good one", "err", err)
