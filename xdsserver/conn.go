@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
@@ -200,7 +201,9 @@ func (c *conn) enqueue(req *push.Request, rec *pushRecord) {
 // onRequest tells an initial request, an ACK, a NACK and a stale
 // response apart and acts on each.
 func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error {
-	typeURL := r.GetTypeUrl()
+	// Strings of a SotW request point into its buffer (decodeRequest):
+	// whatever outlives the request is interned or cloned.
+	typeURL := unique.Make(r.GetTypeUrl()).Value()
 	if typeURL == "" {
 		typeURL = fixedType
 	}
@@ -234,9 +237,9 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		w.awaitingAck = false
 		c.settleSlotLocked()
 		w.nacks++
-		w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
+		w.nack = &nack{Nonce: w.sentNonce, Version: w.sentVer, Message: strings.Clone(r.GetErrorDetail().GetMessage()), At: time.Now()}
 		w.rejectLast()
-		w.ackedVer = r.GetVersionInfo()
+		w.ackedVer = strings.Clone(r.GetVersionInfo())
 		c.mu.Unlock()
 		c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
 		c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
@@ -247,7 +250,7 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		return nil
 	default:
 		w.acks++
-		w.ackedVer, w.ackedAt = r.GetVersionInfo(), time.Now()
+		w.ackedVer, w.ackedAt = strings.Clone(r.GetVersionInfo()), time.Now()
 		w.awaitingAck, w.lastPrev = false, nil
 		c.settleSlotLocked()
 		c.observeConvergence(w)
