@@ -94,7 +94,7 @@ type watch struct {
 	// Delta xDS only: versions the client said it holds when it
 	// (re)connected, and what each unACKed response replaced.
 	initial  map[string]string
-	inFlight map[string]map[string]*encoded
+	inFlight map[string][]replaced
 }
 
 // replaced is a resource a response replaced: old is nil if the proxy did

@@ -41,7 +41,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 	w := c.watches[typeURL]
 	first := w == nil
 	if first {
-		w = &watch{typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string]map[string]*encoded{}}
+		w = &watch{typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string][]replaced{}}
 		c.watches[typeURL] = w
 		// Legacy wildcard: a first LDS/CDS request that names nothing.
 		w.wildcard = len(r.GetResourceNamesSubscribe()) == 0 && (typeURL == gen.ListenerType || typeURL == gen.ClusterType)
@@ -59,14 +59,14 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
 			var back []*encoded
 			drop := map[string]bool{}
-			for name, prev := range sent {
-				if cur := findHeld(w.held, name); cur != nil {
-					w.rejected[name] = cur.sum
+			for _, p := range sent {
+				if cur := findHeld(w.held, p.name); cur != nil {
+					w.rejected[p.name] = cur.sum
 				}
-				if prev == nil {
-					drop[name] = true
+				if p.old == nil {
+					drop[p.name] = true
 				} else {
-					back = append(back, prev)
+					back = append(back, p.old)
 				}
 			}
 			w.held = withHeld(w.held, back, drop)
@@ -99,23 +99,37 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			added = append(added, unique.Make(n).Value())
 		}
 	}
-	if len(added) > 0 {
-		// One sort for the whole batch: an initial subscription names
-		// thousands of clusters at once.
-		w.names = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(w.names), added...))))
-		changed = true
-	}
+	var dropped map[string]bool
 	for _, n := range r.GetResourceNamesUnsubscribe() {
 		if n == "*" {
 			w.wildcard = false
 			changed = true
 			continue
 		}
-		if i, found := slices.BinarySearch(w.names, n); found {
-			w.names = slices.Delete(w.names, i, i+1)
-			w.held = withHeld(w.held, nil, map[string]bool{n: true})
-			changed = true
+		if _, found := slices.BinarySearch(w.names, n); found {
+			if dropped == nil {
+				dropped = map[string]bool{}
+			}
+			dropped[n] = true
 		}
+	}
+	if len(added) > 0 || len(dropped) > 0 {
+		// One sort for the whole batch (an initial subscription names
+		// thousands of clusters at once), into a new list: the old one is
+		// shared with other connections and never altered.
+		names := make([]string, 0, len(w.names)+len(added))
+		for _, n := range w.names {
+			if !dropped[n] {
+				names = append(names, n)
+			}
+		}
+		names = slices.Compact(slices.Sorted(slices.Values(append(names, added...))))
+		w.list = c.s.lists.get(namesHash(names), names)
+		w.names = w.list.names
+		if len(dropped) > 0 {
+			w.held = withHeld(w.held, nil, dropped)
+		}
+		changed = true
 	}
 	c.mu.Unlock()
 	if changed {
@@ -134,12 +148,43 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		return nil
 	}
 	defer release()
-	prev := map[string]*encoded{}
-	present := make(map[string]bool, len(res))
-	var send, adopt []*encoded
+	if !slices.IsSortedFunc(res, byName) {
+		res = slices.Clone(res)
+		slices.SortFunc(res, byName)
+	}
+	var (
+		prev        []replaced
+		send, adopt []*encoded
+		removed     []string
+		drop        map[string]bool
+	)
+	// gone handles a held resource the generation did not produce.
+	gone := func(e *encoded) {
+		if only != nil && !slices.Contains(only, e.name) {
+			return // not looked at in this push
+		}
+		if drop == nil {
+			drop = map[string]bool{}
+		}
+		drop[e.name] = true
+		// A wildcard client drops it; a named subscriber learns that the
+		// resource it asked for no longer exists.
+		if _, subscribed := slices.BinarySearch(w.names, e.name); w.wildcard || subscribed {
+			removed = append(removed, e.name)
+			prev = append(prev, replaced{e.name, e})
+		}
+	}
+	h := 0 // res and held are both sorted by name: walk them together
 	for _, r := range res {
-		present[r.name] = true
-		old := findHeld(w.held, r.name)
+		for h < len(w.held) && w.held[h].name < r.name {
+			gone(w.held[h])
+			h++
+		}
+		var old *encoded
+		if h < len(w.held) && w.held[h].name == r.name {
+			old = w.held[h]
+			h++
+		}
 		if old == nil {
 			if v, ok := w.initial[r.name]; ok {
 				delete(w.initial, r.name)
@@ -157,25 +202,11 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 			}
 			delete(w.rejected, r.name)
 		}
-		prev[r.name] = old
+		prev = append(prev, replaced{r.name, old})
 		send = append(send, r)
 	}
-	var removed []string
-	drop := map[string]bool{}
-	for _, e := range w.held {
-		if present[e.name] {
-			continue
-		}
-		if only != nil && !slices.Contains(only, e.name) {
-			continue // not looked at in this push
-		}
-		drop[e.name] = true
-		// Gone: a wildcard client drops it; a named subscriber learns that
-		// the resource it asked for no longer exists.
-		if _, subscribed := slices.BinarySearch(w.names, e.name); w.wildcard || subscribed {
-			removed = append(removed, e.name)
-			prev[e.name] = e
-		}
+	for ; h < len(w.held); h++ {
+		gone(w.held[h])
 	}
 	w.held = withHeld(w.held, append(adopt, send...), drop)
 	if len(send) == 0 && len(removed) == 0 && !force {

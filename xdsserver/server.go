@@ -47,7 +47,7 @@ type Options struct {
 	// 64.
 	MaxConcurrentSends int
 	// MaxInFlight bounds the connections with unACKed responses (see
-	// inflight.go); default 100.
+	// inflight.go); default 32.
 	MaxInFlight int
 	Logger      *slog.Logger
 	Registerer  prometheus.Registerer
@@ -98,7 +98,7 @@ func New(snaps Snapshots, opts Options) *Server {
 		opts.MaxConcurrentSends = 64
 	}
 	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = 100
+		opts.MaxInFlight = 32
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},
