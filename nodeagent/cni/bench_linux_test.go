@@ -28,7 +28,8 @@ func BenchmarkCmdAdd(b *testing.B) {
 	cs := clientset(b)
 	dir := b.TempDir()
 	bin := filepath.Join(dir, PluginName)
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/baremesh/baremesh/cmd/baremesh-cni").CombinedOutput(); err != nil {
+	// The plugin binary, by path from this package's directory.
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/baremesh-cni").CombinedOutput(); err != nil {
 		b.Skipf("skipping: building baremesh-cni: %v: %s", err, out)
 	}
 	kc := filepath.Join(dir, "kubeconfig")
