@@ -353,7 +353,7 @@ func (c *conn) onPush() error {
 		var only []string
 		narrow := w != nil && t == gen.EndpointType && narrowEDS && !w.wildcard
 		if narrow {
-			only = edsNamesFor(w.names, req)
+			only = edsNamesFor(w, req)
 		}
 		c.mu.Unlock()
 		if w == nil || (narrow && len(only) == 0) {
@@ -387,8 +387,22 @@ func servicesOnly(req *push.Request) bool {
 }
 
 // edsNamesFor picks the subscribed cluster names of the services that
-// changed or whose endpoints changed.
-func edsNamesFor(subscribed []string, req *push.Request) []string {
+// changed or whose endpoints changed, through the shared list's host
+// index when there is one.
+func edsNamesFor(w *watch, req *push.Request) []string {
+	var out []string
+	if w.list != nil {
+		for k := range req.Endpoints {
+			out = append(out, w.list.clustersOf(k.Hostname)...)
+		}
+		for k := range req.Services {
+			if !req.Endpoints[k] {
+				out = append(out, w.list.clustersOf(k.Hostname)...)
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
 	hosts := make(map[string]bool, len(req.Endpoints)+len(req.Services))
 	for k := range req.Endpoints {
 		hosts[k.Hostname] = true
@@ -396,8 +410,7 @@ func edsNamesFor(subscribed []string, req *push.Request) []string {
 	for k := range req.Services {
 		hosts[k.Hostname] = true
 	}
-	var out []string
-	for _, n := range subscribed {
+	for _, n := range w.names {
 		if hosts[clusterHost(n)] {
 			out = append(out, n)
 		}

@@ -46,7 +46,25 @@ func (in *interner) intern(e *encoded) *encoded {
 
 // nameList is a shared, sorted subscription list. Thousands of proxies
 // subscribe to the same thousands of EDS names; each keeps a pointer.
-type nameList struct{ names []string }
+type nameList struct {
+	names []string
+	// byHost indexes cluster names by host, built once on first use:
+	// an endpoint push looks up only the changed services' clusters.
+	hostOnce sync.Once
+	byHost   map[string][]string
+}
+
+// clustersOf returns the names of the list whose cluster host is host.
+func (l *nameList) clustersOf(host string) []string {
+	l.hostOnce.Do(func() {
+		l.byHost = map[string][]string{}
+		for _, n := range l.names {
+			h := clusterHost(n)
+			l.byHost[h] = append(l.byHost[h], n)
+		}
+	})
+	return l.byHost[host]
+}
 
 // lists shares subscription lists between connections.
 type lists struct {

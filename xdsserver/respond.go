@@ -37,7 +37,10 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			slices.SortFunc(res, byName)
 		}
 		var prev []replaced
-		h := 0 // res and held are both sorted: walk them together
+		// res and held are both sorted. A few results (an endpoint push)
+		// are looked up; a whole subscription is walked alongside.
+		few := len(res)*8 < len(w.held)
+		h := 0
 		for _, r := range res {
 			if rej, ok := w.rejected[r.name]; ok {
 				if rej == r.sum {
@@ -45,12 +48,16 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 				}
 				delete(w.rejected, r.name) // the config moved on
 			}
-			for h < len(w.held) && w.held[h].name < r.name {
-				h++
-			}
 			var old *encoded
-			if h < len(w.held) && w.held[h].name == r.name {
-				old = w.held[h]
+			if few {
+				old = findHeld(w.held, r.name)
+			} else {
+				for h < len(w.held) && w.held[h].name < r.name {
+					h++
+				}
+				if h < len(w.held) && w.held[h].name == r.name {
+					old = w.held[h]
+				}
 			}
 			if !force && old != nil && old.sum == r.sum {
 				continue // the proxy holds it (perhaps the version before a rejected one)
@@ -65,7 +72,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			c.mu.Unlock()
 			return nil
 		}
-		w.held = withHeld(w.held, send, nil)
+		w.held = replaceHeld(w.held, send, prev)
 		w.lastPrev = prev
 	} else {
 		h := sha256.New()
@@ -188,4 +195,21 @@ func (c *conn) sendMsg(w *watch, m *rawMsg) error {
 		r.sent(shortType(w.typeURL), size)
 	}
 	return nil
+}
+
+// replaceHeld puts send into held (both sorted; held owned by the
+// connection, read by others only under c.mu). When every name is
+// already held (an endpoint push) the entries are swapped in place;
+// otherwise the lists are merged.
+func replaceHeld(held, send []*encoded, prev []replaced) []*encoded {
+	for _, p := range prev {
+		if p.old == nil {
+			return withHeld(held, send, nil)
+		}
+	}
+	for _, e := range send {
+		i, _ := slices.BinarySearchFunc(held, e.name, func(x *encoded, n string) int { return strings.Compare(x.name, n) })
+		held[i] = e
+	}
+	return held
 }
