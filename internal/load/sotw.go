@@ -74,7 +74,9 @@ func (p *proxy) onSotW(resp *discovery.DiscoveryResponse, send func(*discovery.D
 	// Listeners and clusters come whole; endpoints and routes may come
 	// one by one, and Envoy ignores what it did not ask for.
 	set := p.f.in.update(t, s.set, put, nil, t.wildcard())
-	if !t.wildcard() {
+	// The set holds only subscribed names; filter again only if this
+	// response brought a name we did not ask for (Envoy ignores those).
+	if !t.wildcard() && !allSubscribed(put, s.names) {
 		set = p.f.in.keepOnly(set, s.names)
 	}
 	s.set, s.version = set, resp.GetVersionInfo()
@@ -108,4 +110,14 @@ func (p *proxy) resubscribeSotW(t Type, names []string, send func(*discovery.Dis
 	}
 	s.asked = true
 	return send(&discovery.DiscoveryRequest{TypeUrl: t.URL(), VersionInfo: s.version, ResponseNonce: s.nonce, ResourceNames: names})
+}
+
+// allSubscribed reports whether every name of put is in names (sorted).
+func allSubscribed(put map[string]entry, names []string) bool {
+	for n := range put {
+		if _, ok := slices.BinarySearch(names, n); !ok {
+			return false
+		}
+	}
+	return true
 }
