@@ -37,6 +37,12 @@ type PluginConfig struct {
 	// AmbientEnabled turns on the ambient decision (namespace label
 	// istio.io/dataplane-mode: ambient).
 	AmbientEnabled bool `json:"ambientEnabled"`
+	// AmbientMark is the node tunnel's mark (its config's "mark"); the
+	// enrolment rules of ambient pods set it. Default 0x100 (256).
+	AmbientMark uint32 `json:"ambientMark"`
+	// EnrolLock is the lock file serialising enrolments; default
+	// /run/baremesh/enrol.lock.
+	EnrolLock string `json:"enrolLock"`
 	// IptablesBackend is "nft", "legacy" or empty for auto-detection.
 	IptablesBackend iptables.Backend `json:"iptablesBackend"`
 	// PodLookupTimeout bounds the pod lookup, e.g. "5s". Default 5s.

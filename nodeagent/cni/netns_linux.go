@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/baremesh/baremesh/nodeagent/iptables"
+	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
 // NetnsCapturer applies rules with the host-mode iptables code from a
@@ -78,4 +79,14 @@ func inNetNS(path string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// NewTunnelEnroller enrols ambient pods in the node tunnel's chain of the
+// current (the node's) namespace, with the configured or detected backend.
+func NewTunnelEnroller(ctx context.Context, cfg *PluginConfig) (Enroller, error) {
+	b, err := iptables.DetectBackend(ctx, cfg.IptablesBackend, "")
+	if err != nil {
+		return nil, err
+	}
+	return &tunnel.Enroller{Backend: b, Mark: cfg.AmbientMark, LockPath: cfg.EnrolLock}, nil
 }

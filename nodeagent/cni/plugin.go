@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -49,11 +50,22 @@ type Plugin struct {
 	// NewSource makes the pod source from the configuration.
 	NewSource func(cfg *PluginConfig) (PodSource, error)
 	Capture   Capturer
+	// NewEnroller makes the enrolment of ambient pods in the node
+	// tunnel (in the runtime's namespace, the node's).
+	NewEnroller func(ctx context.Context, cfg *PluginConfig) (Enroller, error)
+}
+
+// Enroller adds ambient pods' addresses to the node tunnel's redirection
+// and removes them (nodeagent/tunnel's Enroller). Both are idempotent and
+// safe under concurrent plugin invocations.
+type Enroller interface {
+	Enroll(ctx context.Context, ip netip.Addr) error
+	Unenroll(ctx context.Context, ip netip.Addr) error
 }
 
 // Main runs the plugin as the process's main function.
 func Main(about string) {
-	p := &Plugin{Stderr: os.Stderr, Stdout: os.Stdout, NewSource: NewKubeSource, Capture: NetnsCapturer{}}
+	p := &Plugin{Stderr: os.Stderr, Stdout: os.Stdout, NewSource: NewKubeSource, Capture: NetnsCapturer{}, NewEnroller: NewTunnelEnroller}
 	skel.PluginMainFuncs(skel.CNIFuncs{Add: p.CmdAdd, Del: p.CmdDel, Check: p.CmdCheck}, SupportedVersions, about)
 }
 
@@ -113,11 +125,56 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) error {
 			return types.NewError(types.ErrInternal, fmt.Sprintf("baremesh-cni: pod %s/%s: applying capture rules in %s", namespace, name, args.Netns), err.Error())
 		}
 	case ActionAmbient:
-		// The node agent redirects ambient pods on the host side (node
-		// tunnel); the pod's own namespace needs no rules.
-		log.Info("ambient pod: capture is done by the node agent")
+		// The node tunnel redirects ambient pods on the host side; the
+		// pod's own namespace gets no rules, as in istio-cni's ambient mode.
+		if err := p.enrol(cfg, log, namespace+"/"+name); err != nil {
+			return err
+		}
 	}
 	return p.print(cfg)
+}
+
+// enrol adds the pod's IPv4 addresses from prevResult to the tunnel's
+// enrolment; on a failure it removes those it added.
+func (p *Plugin) enrol(cfg *PluginConfig, log *slog.Logger, pod string) error {
+	ips := podIPv4s(cfg.PrevResult)
+	if len(ips) == 0 {
+		return types.NewError(types.ErrInvalidNetworkConfig, "baremesh-cni: ambient pod "+pod+": prevResult has no IPv4 address to enrol", "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+	defer cancel()
+	en, err := p.NewEnroller(ctx, cfg)
+	if err != nil {
+		return types.NewError(types.ErrInternal, "baremesh-cni: ambient pod "+pod+": enrolment", err.Error())
+	}
+	for i, ip := range ips {
+		if err := en.Enroll(ctx, ip); err != nil {
+			for _, done := range ips[:i] {
+				_ = en.Unenroll(ctx, done)
+			}
+			return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("baremesh-cni: ambient pod %s: enrolling %v in the node tunnel", pod, ip), err.Error())
+		}
+	}
+	log.Info("ambient pod enrolled in the node tunnel", "ips", ips)
+	return nil
+}
+
+// podIPv4s lists the IPv4 addresses the main plugin gave the pod.
+func podIPv4s(prev types.Result) []netip.Addr {
+	if prev == nil {
+		return nil
+	}
+	r, err := current.NewResultFromResult(prev)
+	if err != nil {
+		return nil
+	}
+	var ips []netip.Addr
+	for _, ip := range r.IPs {
+		if a, ok := netip.AddrFromSlice(ip.Address.IP.To4()); ok && ip.Address.IP.To4() != nil {
+			ips = append(ips, a)
+		}
+	}
+	return ips
 }
 
 // decide reads the pod (and the namespace when ambient is on) and calls
@@ -183,6 +240,22 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	cfg, err := ParseConfig(args.StdinData)
 	if err != nil {
 		return err
+	}
+	// Unenrol whatever the pod's namespace: the rules are on the node.
+	// Without a prevResult (runtimes before CNI 0.4.0) the addresses are
+	// unknown and nothing is removed.
+	if ips := podIPv4s(cfg.PrevResult); cfg.AmbientEnabled && len(ips) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
+		defer cancel()
+		en, err := p.NewEnroller(ctx, cfg)
+		for _, ip := range ips {
+			if err == nil {
+				err = en.Unenroll(ctx, ip)
+			}
+		}
+		if err != nil {
+			return types.NewError(types.ErrTryAgainLater, "baremesh-cni: unenrolling the pod from the node tunnel", err.Error())
+		}
 	}
 	if args.Netns == "" {
 		return nil

@@ -46,8 +46,9 @@ type Config struct {
 	// one small prefix. Defaults 169.254.200.1/30 and 169.254.200.2/30.
 	NodeInner  netip.Prefix `yaml:"nodeInner"`
 	ProxyInner netip.Prefix `yaml:"proxyInner"`
-	// PodCIDRs are the sources whose traffic is redirected (the node's
-	// ambient pods); required.
+	// PodCIDRs are sources whose traffic is always redirected; optional.
+	// Pods enrolled one by one (Enroller, called by the CNI plugin for
+	// ambient pods) are redirected as well.
 	PodCIDRs []netip.Prefix `yaml:"podCIDRs"`
 	// ExcludeCIDRs are destinations that keep going direct.
 	ExcludeCIDRs []netip.Prefix `yaml:"excludeCIDRs"`
@@ -66,6 +67,10 @@ type Config struct {
 	ProxyPort  int    `yaml:"proxyPort"`
 	ProxyMark  uint32 `yaml:"proxyMark"`
 	ProxyTable int    `yaml:"proxyTable"`
+	// ProxyReplyTable routes the proxy's replies on redirected
+	// connections back through the tunnel, whatever the pod's address.
+	// Default 102.
+	ProxyReplyTable int `yaml:"proxyReplyTable"`
 	// ChainPrefix names our iptables chains on both sides. Default BMTUN.
 	ChainPrefix string `yaml:"chainPrefix"`
 }
@@ -106,12 +111,13 @@ func (c Config) WithDefaults() Config {
 			*v = d
 		}
 	}
-	setU(&c.Mark, 0x100)
+	setU(&c.Mark, DefaultMark)
 	setI(&c.Table, 100)
 	setI(&c.RulePriority, 100)
 	setI(&c.ProxyPort, 15008)
 	setU(&c.ProxyMark, 0x400)
 	setI(&c.ProxyTable, 101)
+	setI(&c.ProxyReplyTable, 102)
 	if c.ChainPrefix == "" {
 		c.ChainPrefix = "BMTUN"
 	}
@@ -141,9 +147,6 @@ func (c Config) Validate() error {
 	if !c.NodeInner.Addr().Is4() || !c.ProxyInner.Addr().Is4() || c.NodeInner.Masked() != c.ProxyInner.Masked() || c.NodeInner.Addr() == c.ProxyInner.Addr() {
 		bad("nodeInner/proxyInner", "%v and %v must be distinct IPv4 addresses in one prefix", c.NodeInner, c.ProxyInner)
 	}
-	if len(c.PodCIDRs) == 0 {
-		bad("podCIDRs", "at least one is required")
-	}
 	for _, p := range append(append([]netip.Prefix(nil), c.PodCIDRs...), c.ExcludeCIDRs...) {
 		if !p.Addr().Is4() {
 			bad("podCIDRs/excludeCIDRs", "%v is not an IPv4 prefix", p)
@@ -152,8 +155,19 @@ func (c Config) Validate() error {
 	if c.Mark == 0 || c.ProxyMark == 0 {
 		bad("mark/proxyMark", "must not be zero")
 	}
-	if c.Table <= 0 || c.Table == 254 || c.Table == 255 || c.ProxyTable <= 0 || c.ProxyTable == 254 || c.ProxyTable == 255 {
-		bad("table/proxyTable", "%d/%d: use dedicated tables, not main or local", c.Table, c.ProxyTable)
+	for _, t := range []struct {
+		name string
+		v    int
+	}{{"table", c.Table}, {"proxyTable", c.ProxyTable}, {"proxyReplyTable", c.ProxyReplyTable}} {
+		if t.v <= 0 || t.v == 254 || t.v == 255 {
+			bad(t.name, "%d: use a dedicated table, not main or local", t.v)
+		}
+	}
+	if c.ProxyTable == c.ProxyReplyTable {
+		bad("proxyTable/proxyReplyTable", "both are %d", c.ProxyTable)
+	}
+	if strings.HasPrefix(EnrolChain, c.ChainPrefix+"_") {
+		bad("chainPrefix", "%q would own the enrolment chain %s", c.ChainPrefix, EnrolChain)
 	}
 	if c.RulePriority < 2 || c.RulePriority > 32765 {
 		bad("rulePriority", "%d (want 2..32765; the one below is used too)", c.RulePriority)
@@ -188,10 +202,11 @@ type Route struct {
 	Local bool
 }
 
-// Rule is a policy-routing rule "fwmark Mark/Mask lookup Table", or, when
-// Dst is set, "to Dst lookup Table".
+// Rule is a policy-routing rule "fwmark Mark/Mask [iif Iif] lookup
+// Table", or, when Dst is set, "to Dst lookup Table".
 type Rule struct {
 	Mark, Mask uint32
+	Iif        string
 	Dst        netip.Prefix
 	Table      int
 	Priority   int
@@ -212,6 +227,10 @@ type Side struct {
 	Rules    []Rule
 	Sysctls  []Sysctl
 	Iptables *iptables.Ruleset // IPv4 only
+	// EnrolChain, when set, is a mangle chain that must exist before
+	// Iptables is applied (it jumps there) but whose rules are not the
+	// tunnel's: Enroller adds and removes them.
+	EnrolChain string
 }
 
 // Desired is both sides of the tunnel.
@@ -238,6 +257,7 @@ func Build(cfg Config) (Desired, error) {
 	for _, p := range c.PodCIDRs {
 		nodeRules = append(nodeRules, fmt.Sprintf("-A %s -s %s -j MARK --set-xmark %s", pre, p.Masked(), mark))
 	}
+	nodeRules = append(nodeRules, fmt.Sprintf("-A %s -j %s", pre, EnrolChain))
 	node := Side{
 		Link:   Link{Name: c.NodeDevice, Kind: c.Kind, VNI: c.VNI, Port: c.Port, Local: c.NodeUnderlay, Remote: c.ProxyUnderlay, MTU: c.MTU},
 		Addr:   c.NodeInner,
@@ -247,20 +267,30 @@ func Build(cfg Config) (Desired, error) {
 		// the outer packet would be routed into the tunnel again.
 		Rules: []Rule{{Dst: netip.PrefixFrom(c.ProxyUnderlay, 32), Table: tableMain, Priority: c.RulePriority - 1},
 			{Mark: c.Mark, Mask: c.Mark, Table: c.Table, Priority: c.RulePriority}},
-		Sysctls: []Sysctl{{"net.ipv4.conf." + c.NodeDevice + ".rp_filter", "0"}},
+		Sysctls:    []Sysctl{{"net.ipv4.conf." + c.NodeDevice + ".rp_filter", "0"}},
+		EnrolChain: EnrolChain,
 		Iptables: &iptables.Ruleset{Prefix: c.ChainPrefix, V4: []iptables.Table{{Name: "mangle",
 			Chains: []string{pre}, Rules: nodeRules, Jumps: []string{"-A PREROUTING -j " + pre}}}},
 	}
 	// Proxy: TCP arriving through the tunnel goes to the transparent
 	// listener (TPROXY keeps the original destination as the socket's
-	// local address); replies to the pods go back through the tunnel.
+	// local address and marks the packet). Replies go back through the
+	// tunnel whatever the pod's address: with tcp_fwmark_accept the
+	// accepted connection takes the SYN's mark, and locally sent packets
+	// with that mark use the reply table, whose default route is the
+	// tunnel (routes to PodCIDRs in main do the same for those).
 	pmark := fmt.Sprintf("%#x/%#x", c.ProxyMark, c.ProxyMark)
 	proxy := Side{
-		Link:    Link{Name: c.ProxyDevice, Kind: c.Kind, VNI: c.VNI, Port: c.Port, Local: c.ProxyUnderlay, Remote: c.NodeUnderlay, MTU: c.MTU},
-		Addr:    c.ProxyInner,
-		Routes:  []Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Dev: "lo", Table: c.ProxyTable, Local: true}},
-		Rules:   []Rule{{Mark: c.ProxyMark, Mask: c.ProxyMark, Table: c.ProxyTable, Priority: c.RulePriority}},
-		Sysctls: []Sysctl{{"net.ipv4.conf." + c.ProxyDevice + ".rp_filter", "0"}},
+		Link: Link{Name: c.ProxyDevice, Kind: c.Kind, VNI: c.VNI, Port: c.Port, Local: c.ProxyUnderlay, Remote: c.NodeUnderlay, MTU: c.MTU},
+		Addr: c.ProxyInner,
+		Routes: []Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Dev: "lo", Table: c.ProxyTable, Local: true},
+			{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: c.NodeInner.Addr(), Dev: c.ProxyDevice, Table: c.ProxyReplyTable}},
+		// As on the node, the encapsulated reply keeps the inner mark: the
+		// first rule keeps it out of the reply table.
+		Rules: []Rule{{Dst: netip.PrefixFrom(c.NodeUnderlay, 32), Table: tableMain, Priority: c.RulePriority - 1},
+			{Mark: c.ProxyMark, Mask: c.ProxyMark, Iif: c.ProxyDevice, Table: c.ProxyTable, Priority: c.RulePriority},
+			{Mark: c.ProxyMark, Mask: c.ProxyMark, Table: c.ProxyReplyTable, Priority: c.RulePriority + 1}},
+		Sysctls: []Sysctl{{"net.ipv4.conf." + c.ProxyDevice + ".rp_filter", "0"}, {"net.ipv4.tcp_fwmark_accept", "1"}},
 		Iptables: &iptables.Ruleset{Prefix: c.ChainPrefix, V4: []iptables.Table{{Name: "mangle",
 			Chains: []string{pre},
 			Rules: []string{fmt.Sprintf("-A %s -i %s -p tcp -j TPROXY --on-port %d --on-ip 0.0.0.0 --tproxy-mark %s",
@@ -297,6 +327,9 @@ func (s Side) String() string {
 	for _, c := range s.Sysctls {
 		fmt.Fprintf(&b, "sysctl -w %s=%s\n", c.Key, c.Value)
 	}
+	if s.EnrolChain != "" {
+		b.WriteString("iptables -t mangle -N " + s.EnrolChain + " # if missing; rules per enrolled pod\n")
+	}
 	b.WriteString("iptables-restore --noflush <<EOF\n" + s.Iptables.Payload(iptables.V4) + "EOF\n")
 	return b.String()
 }
@@ -325,5 +358,9 @@ func (r Rule) String() string {
 	if r.Dst.IsValid() {
 		return fmt.Sprintf("to %s lookup %s priority %d", r.Dst, table, r.Priority)
 	}
-	return fmt.Sprintf("fwmark %#x/%#x lookup %s priority %d", r.Mark, r.Mask, table, r.Priority)
+	iif := ""
+	if r.Iif != "" {
+		iif = " iif " + r.Iif
+	}
+	return fmt.Sprintf("fwmark %#x/%#x%s lookup %s priority %d", r.Mark, r.Mask, iif, table, r.Priority)
 }

@@ -56,7 +56,8 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		"kind":      {func(c *Config) { c.Kind = "gre" }, "kind"},
-		"no pods":   {func(c *Config) { c.PodCIDRs = nil }, "podCIDRs"},
+		"prefix":    {func(c *Config) { c.ChainPrefix = "BMAMBIENT" }, "chainPrefix"},
+		"reply tbl": {func(c *Config) { c.ProxyReplyTable = 101 }, "proxyTable/proxyReplyTable"},
 		"v6 pods":   {func(c *Config) { c.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("fd00::/64")} }, "not an IPv4"},
 		"underlay":  {func(c *Config) { c.NodeUnderlay = netip.Addr{} }, "nodeUnderlay"},
 		"inner":     {func(c *Config) { c.ProxyInner = netip.MustParsePrefix("169.254.9.2/30") }, "one prefix"},
@@ -72,5 +73,26 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Build: %v, want error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestNoPodCIDRs(t *testing.T) {
+	c := baseConfig(KindVXLAN)
+	c.PodCIDRs = nil
+	d, err := Build(c)
+	if err != nil {
+		t.Fatalf("Build without podCIDRs: %v", err)
+	}
+	if got := d.Node.Iptables.V4[0].Rules; got[len(got)-1] != "-A BMTUN_PRE -j "+EnrolChain {
+		t.Errorf("node rules %q do not end with the jump to %s", got, EnrolChain)
+	}
+}
+
+func TestParseEnrolled(t *testing.T) {
+	out := "-N BMAMBIENT_PODS\n-A BMAMBIENT_PODS -s 10.1.2.3/32 -j MARK --set-xmark 0x100/0x100\n" +
+		"-A BMAMBIENT_PODS -s 10.1.2.4/32 -j MARK --set-xmark 0x100/0x100\n-A OTHER -s 10.9.9.9/32 -j ACCEPT\n"
+	got := parseEnrolled(out)
+	if len(got) != 2 || got[0].String() != "10.1.2.3" || got[1].String() != "10.1.2.4" {
+		t.Errorf("parseEnrolled = %v", got)
 	}
 }

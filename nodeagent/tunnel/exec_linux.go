@@ -24,13 +24,14 @@ type Executor struct {
 	log     *slog.Logger
 	netns   string // empty: the current namespace
 	applier *iptables.Applier
+	enrol   *Enroller // creates a side's EnrolChain
 }
 
 // NewExecutor returns an executor for the named namespace ("" for the
 // agent's own) using iptables backend b.
 func NewExecutor(log *slog.Logger, netnsName string, b iptables.Backend) *Executor {
-	return &Executor{log: log, netns: netnsName, applier: iptables.NewApplier(log,
-		iptables.ApplierOptions{Runner: &iptables.ExecRunner{Backend: b, NetNS: netnsName}})}
+	return &Executor{log: log, netns: netnsName, enrol: &Enroller{Backend: b, NetNS: netnsName},
+		applier: iptables.NewApplier(log, iptables.ApplierOptions{Runner: &iptables.ExecRunner{Backend: b, NetNS: netnsName}})}
 }
 
 func (e *Executor) handle() (*netlink.Handle, error) {
@@ -71,6 +72,11 @@ func (e *Executor) Ensure(ctx context.Context, s Side) ([]string, error) {
 		return changed, err
 	}
 	changed = append(changed, fixed...)
+	if s.EnrolChain != "" {
+		if err := e.enrol.EnsureChain(ctx); err != nil {
+			return changed, err
+		}
+	}
 	if e.applier.Applied() != s.Iptables {
 		if err := e.applier.Apply(ctx, s.Iptables); err != nil {
 			return changed, fmt.Errorf("iptables: %w", err)
@@ -240,7 +246,7 @@ func hasRule(rules []netlink.Rule, r Rule) bool {
 			}
 			continue
 		}
-		if have.Mark == r.Mark && have.Mask != nil && *have.Mask == r.Mask {
+		if have.Mark == r.Mark && have.Mask != nil && *have.Mask == r.Mask && have.IifName == r.Iif {
 			return true
 		}
 	}
@@ -254,7 +260,7 @@ func nlRule(r Rule) *netlink.Rule {
 		nr.Dst = &net.IPNet{IP: ip(r.Dst.Addr()), Mask: net.CIDRMask(r.Dst.Bits(), 32)}
 	} else {
 		mask := r.Mask
-		nr.Mark, nr.Mask = r.Mark, &mask
+		nr.Mark, nr.Mask, nr.IifName = r.Mark, &mask, r.Iif
 	}
 	return nr
 }
