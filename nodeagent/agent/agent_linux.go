@@ -18,6 +18,7 @@ import (
 	"github.com/baremesh/baremesh/internal/version"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 	"github.com/baremesh/baremesh/nodeagent/reconcile"
+	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
 // Options are the agent's collaborators beyond its config.
@@ -37,6 +38,8 @@ type Agent struct {
 	applier  *iptables.Applier
 	ruleset  *iptables.Ruleset
 	proxy    *reconcile.Proxy
+	tunnel   *tunnel.Tunnel
+	repair   *reconcile.Background
 	rec      *reconcile.Reconciler
 	listener net.Listener
 	ready    sync.Once
@@ -89,6 +92,22 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, opts Options) (*Agen
 		}
 		a.proxy = reconcile.NewProxy(log.With("component", "proxy"), spec, version.Version)
 		comps = append(comps, a.proxy)
+	}
+	// The tunnel and the repair controller have no dry-run form: a dry
+	// run shows capture only.
+	if cfg.Tunnel.Enabled && opts.DryRun == nil {
+		var err error
+		if a.tunnel, err = newTunnel(ctx, log.With("component", "tunnel"), cfg.Tunnel); err != nil {
+			return nil, err
+		}
+		comps = append(comps, reconcile.NewTunnel(a.tunnel))
+	}
+	if cfg.Repair.Enabled && opts.DryRun == nil {
+		var err error
+		if a.repair, err = newRepair(log.With("component", "repair"), cfg.Repair); err != nil {
+			return nil, err
+		}
+		comps = append(comps, a.repair)
 	}
 	comps = append(comps, &reconcile.ControlPlane{Address: cfg.ControlPlane.Address,
 		VersionURL: cfg.ControlPlane.VersionURL, AgentVersion: version.Version})
@@ -203,6 +222,15 @@ func (a *Agent) shutdown() error {
 	var errs []error
 	if a.proxy != nil {
 		errs = append(errs, a.proxy.Close())
+	}
+	if a.repair != nil {
+		errs = append(errs, a.repair.Close())
+	}
+	if a.tunnel != nil && !a.cfg.Tunnel.KeepOnStop {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		errs = append(errs, a.tunnel.Remove(ctx))
+		cancel()
+		a.log.Info("tunnel removed")
 	}
 	if a.applier != nil && !a.cfg.Capture.KeepOnStop {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

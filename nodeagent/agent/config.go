@@ -1,8 +1,10 @@
 // Package agent wires the host agent (baremesh-agent): it loads
 // /etc/baremesh/agent.yaml, applies and keeps the capture rules,
 // supervises the local proxy, checks the control plane, serves /healthz
-// and /status, and talks to systemd. It imports nodeagent/iptables,
-// nodeagent/reconcile and internal/version of this module, nothing else.
+// and /status, and talks to systemd; optionally it keeps the node tunnel
+// (tunnel:) and runs the CNI repair controller (repair:). It imports
+// nodeagent/{iptables,reconcile,tunnel,repair,cni} and internal/version of
+// this module, nothing else.
 package agent
 
 import (
@@ -16,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/baremesh/baremesh/nodeagent/iptables"
+	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
 // DefaultConfigPath is where the agent reads its configuration.
@@ -26,6 +29,8 @@ type Config struct {
 	Capture      CaptureConfig      `yaml:"capture"`
 	Proxy        *ProxyConfig       `yaml:"proxy"`
 	ControlPlane ControlPlaneConfig `yaml:"controlPlane"`
+	Tunnel       TunnelConfig       `yaml:"tunnel"`
+	Repair       RepairConfig       `yaml:"repair"`
 	// StatusAddress serves /healthz and /status. Default 127.0.0.1:15022.
 	StatusAddress string `yaml:"statusAddress"`
 	// Interval between reconciler passes (and drift checks). Default 10s.
@@ -47,6 +52,35 @@ type CaptureConfig struct {
 	// default they are removed so that traffic is not sent to a proxy
 	// that the agent no longer runs (fail open).
 	KeepOnStop bool `yaml:"keepOnStop"`
+}
+
+// TunnelConfig is the node tunnel (ambient redirection) the agent keeps
+// when Enabled; nodeagent/tunnel's Config inline.
+type TunnelConfig struct {
+	tunnel.Config `yaml:",inline"`
+	Enabled       bool   `yaml:"enabled"`
+	NodeNetNS     string `yaml:"nodeNetns"`  // empty: the agent's own
+	ProxyNetNS    string `yaml:"proxyNetns"` // the node proxy's; required
+	Backend       string `yaml:"backend"`    // nft, legacy or empty to detect
+	// KeepOnStop leaves the tunnel when the agent stops; by default it is
+	// removed (ambient traffic goes direct: fail open).
+	KeepOnStop bool `yaml:"keepOnStop"`
+}
+
+// RepairConfig is the CNI repair controller the agent runs when Enabled.
+type RepairConfig struct {
+	Enabled bool   `yaml:"enabled"`
+	Node    string `yaml:"node"` // this node's name; required
+	Mode    string `yaml:"mode"` // label (default) or delete
+	// Kubeconfig reaches the API server; empty: in-cluster service account.
+	Kubeconfig        string   `yaml:"kubeconfig"`
+	ExcludeNamespaces []string `yaml:"excludeNamespaces"` // as given to cni install
+	Ambient           bool     `yaml:"ambient"`           // as given to cni install
+	// ReadySince is when baremesh-cni was first chained on this node;
+	// pods created before need repair. Zero turns that rule off.
+	ReadySince  time.Time `yaml:"readySince"`
+	DeleteRate  float64   `yaml:"deleteRate"`  // per second; default 1
+	DeleteBurst int       `yaml:"deleteBurst"` // default 5
 }
 
 // ProxyConfig is the local proxy the agent supervises.
@@ -104,6 +138,21 @@ func Load(path string) (Config, error) {
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
 	c.Capture.Config = c.Capture.Config.WithDefaults()
+	if c.Tunnel.Enabled {
+		c.Tunnel.Config = c.Tunnel.Config.WithDefaults()
+	}
+	if c.Repair.Mode == "" {
+		c.Repair.Mode = "label"
+	}
+	if c.Repair.DeleteRate == 0 {
+		c.Repair.DeleteRate = 1
+	}
+	if c.Repair.DeleteBurst == 0 {
+		c.Repair.DeleteBurst = 5
+	}
+	if c.Repair.ExcludeNamespaces == nil {
+		c.Repair.ExcludeNamespaces = []string{"kube-system", "baremesh-system"}
+	}
 	if c.StatusAddress == "" {
 		c.StatusAddress = "127.0.0.1:15022"
 	}
@@ -134,6 +183,31 @@ func (c Config) Validate() error {
 	case "", string(iptables.BackendNFT), string(iptables.BackendLegacy):
 	default:
 		bad("capture.backend", "unknown backend %q (want nft, legacy or empty to detect)", c.Capture.Backend)
+	}
+	if c.Tunnel.Enabled {
+		if err := c.Tunnel.Config.Validate(); err != nil {
+			// tunnel.Config's errors read "tunnel: FIELD: ...".
+			errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))
+		}
+		if c.Tunnel.ProxyNetNS == "" {
+			bad("tunnel.proxyNetns", "required: the node proxy's network namespace")
+		}
+		switch c.Tunnel.Backend {
+		case "", string(iptables.BackendNFT), string(iptables.BackendLegacy):
+		default:
+			bad("tunnel.backend", "unknown backend %q (want nft, legacy or empty to detect)", c.Tunnel.Backend)
+		}
+	}
+	if c.Repair.Enabled {
+		if c.Repair.Node == "" {
+			bad("repair.node", "required: this node's name")
+		}
+		if c.Repair.Mode != "label" && c.Repair.Mode != "delete" {
+			bad("repair.mode", "%q (want label or delete)", c.Repair.Mode)
+		}
+		if c.Repair.DeleteRate < 0 || c.Repair.DeleteBurst < 0 {
+			bad("repair.deleteRate/deleteBurst", "%v/%d must be positive", c.Repair.DeleteRate, c.Repair.DeleteBurst)
+		}
 	}
 	if c.Proxy != nil && c.Proxy.Path == "" {
 		bad("proxy.path", "required when proxy is set")

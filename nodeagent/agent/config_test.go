@@ -22,6 +22,17 @@ func TestExampleConfigLoads(t *testing.T) {
 	if _, err := iptables.Render(c.Capture.Config); err != nil {
 		t.Errorf("example capture config does not render: %v", err)
 	}
+	if c.Tunnel.Enabled || c.Repair.Enabled {
+		t.Error("the example must keep tunnel and repair disabled")
+	}
+	// Enabled as shown, both sections are valid.
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Parse("agent.yaml (enabled)", []byte(strings.ReplaceAll(string(data), "enabled: false", "enabled: true"))); err != nil {
+		t.Errorf("example with tunnel and repair enabled: %v", err)
+	}
 }
 
 func TestEmptyConfigIsDefaults(t *testing.T) {
@@ -81,4 +92,36 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTunnelAndRepairConfig(t *testing.T) {
+	c, err := Parse("t.yaml", []byte(`
+tunnel: {enabled: true, kind: vxlan, nodeUnderlay: 10.0.0.1, proxyUnderlay: 10.0.0.2, proxyNetns: ztunnel}
+repair: {enabled: true, node: n1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tunnel.Port != 4789 || c.Tunnel.ProxyNetNS != "ztunnel" || c.Repair.Mode != "label" || c.Repair.DeleteBurst != 5 {
+		t.Errorf("decoded as %+v / %+v", c.Tunnel, c.Repair)
+	}
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"tunnel underlay", "tunnel: {enabled: true, proxyNetns: p, proxyUnderlay: 10.0.0.2}\n", "tunnel: nodeUnderlay"},
+		{"tunnel netns", "tunnel: {enabled: true, nodeUnderlay: 10.0.0.1, proxyUnderlay: 10.0.0.2}\n", "tunnel.proxyNetns"},
+		{"tunnel backend", "tunnel: {enabled: true, nodeUnderlay: 10.0.0.1, proxyUnderlay: 10.0.0.2, proxyNetns: p, backend: x}\n", "tunnel.backend"},
+		{"tunnel field", "tunnel: {enabled: true, vnii: 3}\n", "vnii"},
+		{"repair node", "repair: {enabled: true}\n", "repair.node"},
+		{"repair mode", "repair: {enabled: true, node: n, mode: evict}\n", "repair.mode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tc.yaml))
+			if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse: %v; want an ErrConfig naming %q", err, tc.want)
+			}
+		})
+	}
+	// Disabled sections are not validated.
+	if _, err := Parse("t.yaml", []byte("tunnel: {enabled: false}\nrepair: {enabled: false}\n")); err != nil {
+		t.Errorf("disabled sections: %v", err)
+	}
 }
