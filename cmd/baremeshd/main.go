@@ -39,6 +39,9 @@ func main() {
 	if cfg.MemoryLimitMB > 0 {
 		debug.SetMemoryLimit(cfg.MemoryLimitMB << 20)
 	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(cfg.GCPercent)
+	}
 	d, err := daemon.New(cfg, log)
 	if err != nil {
 		log.Error("cannot start", "err", err)
