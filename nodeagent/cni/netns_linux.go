@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
-
-	"github.com/vishvananda/netns"
 
 	"github.com/baremesh/baremesh/nodeagent/iptables"
+	"github.com/baremesh/baremesh/nodeagent/nsexec"
 	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
@@ -22,7 +20,7 @@ var _ Capturer = NetnsCapturer{}
 
 // Apply implements Capturer.
 func (NetnsCapturer) Apply(ctx context.Context, path string, backend iptables.Backend, rs *iptables.Ruleset) error {
-	return inNetNS(path, func() error {
+	return nsexec.Do(path, func() error {
 		a, err := applier(ctx, backend)
 		if err != nil {
 			return err
@@ -33,7 +31,7 @@ func (NetnsCapturer) Apply(ctx context.Context, path string, backend iptables.Ba
 
 // Remove implements Capturer.
 func (NetnsCapturer) Remove(ctx context.Context, path string, backend iptables.Backend, prefix string) error {
-	return inNetNS(path, func() error {
+	return nsexec.Do(path, func() error {
 		a, err := applier(ctx, backend)
 		if err != nil {
 			return err
@@ -49,36 +47,6 @@ func applier(ctx context.Context, backend iptables.Backend) (*iptables.Applier, 
 	}
 	return iptables.NewApplier(slog.New(slog.NewTextHandler(io.Discard, nil)), iptables.ApplierOptions{
 		Runner: &iptables.ExecRunner{Backend: b}, Router: &iptables.NetlinkRouter{}}), nil
-}
-
-// inNetNS runs fn on this goroutine's thread switched into the namespace
-// at path and switches back.
-func inNetNS(path string, fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("current netns: %w", err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromPath(path)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("netns %s: %w", path, err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("entering netns %s: %w", path, err)
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		// Keep the thread locked: the runtime drops it when the
-		// goroutine ends instead of reusing it in the wrong namespace.
-		return fmt.Errorf("leaving netns %s: %w", path, err)
-	}
-	runtime.UnlockOSThread()
-	return ferr
 }
 
 // NewTunnelEnroller enrols ambient pods in the node tunnel's chain of the

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netns"
+	"github.com/baremesh/baremesh/nodeagent/nsexec"
 )
 
 // RequireRoot skips the test, saying why, unless it runs as root with the
@@ -78,39 +77,7 @@ func (n *NS) Run(t testing.TB, args ...string) string {
 
 // Do runs fn on an OS thread switched into the namespace. Sockets fn
 // creates stay in the namespace after Do returns.
-func (n *NS) Do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(n.Name)
-		if err != nil {
-			errc <- fmt.Errorf("netns %s: %w", n.Name, err)
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("entering netns %s: %w", n.Name, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: the runtime discards it when this
-			// goroutine exits, so no other goroutine runs in the wrong
-			// namespace.
-			errc <- fmt.Errorf("leaving netns %s: %w", n.Name, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func (n *NS) Do(fn func() error) error { return nsexec.Do(nsexec.Path(n.Name), fn) }
 
 // Link connects a and b with a veth pair named eth0 on both sides and
 // gives each side the addresses (CIDR notation) listed; IPv6 addresses

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/baremesh/baremesh/nodeagent/iptables"
+	"github.com/baremesh/baremesh/nodeagent/nsexec"
 )
 
 // Executor applies one Side in one network namespace. Its methods are
@@ -304,37 +304,10 @@ func (e *Executor) ensureSysctls(sc []Sysctl) ([]string, error) {
 	return changed, err
 }
 
-// inNS runs fn on a locked OS thread inside the executor's namespace.
+// inNS runs fn inside the executor's namespace.
 func (e *Executor) inNS(fn func() error) error {
 	if e.netns == "" {
 		return fn()
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(e.netns)
-		if err != nil {
-			errc <- fmt.Errorf("netns %s: %w", e.netns, err)
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("entering netns %s: %w", e.netns, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("leaving netns %s: %w", e.netns, err) // thread stays locked and is discarded
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return nsexec.Do(nsexec.Path(e.netns), fn)
 }
