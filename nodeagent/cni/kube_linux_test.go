@@ -5,8 +5,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -14,65 +12,17 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/baremesh/baremesh/nodeagent/kubetest"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
-// One real kube-apiserver and etcd per test binary, started on first use.
-var (
-	kubeOnce sync.Once
-	kubeEnv  *envtest.Environment
-	kubeCfg  *rest.Config
-	kubeErr  error
-)
+// kube and clientset reach the shared real API server (kubetest).
+func kube(t testing.TB) *rest.Config { return kubetest.Config(t) }
 
-// kubeAssets finds the binaries built by shared/tools/kube-assets
-// (hack/deps.d/40-cni.sh runs it): KUBEBUILDER_ASSETS, else its cache.
-func kubeAssets() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	matches, _ := filepath.Glob(filepath.Join(home, ".cache", "kube-assets", "*", "kube-apiserver"))
-	if len(matches) == 0 {
-		return ""
-	}
-	return filepath.Dir(matches[len(matches)-1])
-}
+func stopKube() { kubetest.Stop() }
 
-// kube returns a client config for the shared API server, skipping the
-// test when the binaries are not built.
-func kube(t testing.TB) *rest.Config {
-	t.Helper()
-	dir := kubeAssets()
-	if dir == "" {
-		t.Skip("skipping: no kube-apiserver/etcd; run hack/deps.d/40-cni.sh (shared/tools/kube-assets) or set KUBEBUILDER_ASSETS")
-	}
-	kubeOnce.Do(func() {
-		kubeEnv = &envtest.Environment{BinaryAssetsDirectory: dir}
-		kubeCfg, kubeErr = kubeEnv.Start()
-	})
-	if kubeErr != nil {
-		t.Fatalf("starting kube-apiserver from %s: %v", dir, kubeErr)
-	}
-	return kubeCfg
-}
-
-func stopKube() {
-	if kubeEnv != nil && kubeErr == nil {
-		_ = kubeEnv.Stop()
-	}
-}
-
-func clientset(t testing.TB) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(kube(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
+func clientset(t testing.TB) kubernetes.Interface { return kubetest.Clientset(t) }
 
 // writeKubeconfig writes a kubeconfig for server with cfg's credentials.
 func writeKubeconfig(t testing.TB, cfg *rest.Config, server, path string) {

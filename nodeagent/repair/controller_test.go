@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,63 +12,21 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baremesh/baremesh/nodeagent/cni"
+	"github.com/baremesh/baremesh/nodeagent/kubetest"
 	"github.com/baremesh/baremesh/nodeagent/leakcheck"
 )
 
 func TestMain(m *testing.M) {
 	leakcheck.Main(func() int {
 		code := m.Run()
-		if kubeEnv != nil && kubeErr == nil {
-			_ = kubeEnv.Stop()
-		}
+		kubetest.Stop()
 		return code
 	})
 }
 
-// One real kube-apiserver and etcd per test binary, started on first use
-// (as in nodeagent/cni's tests).
-var (
-	kubeOnce sync.Once
-	kubeEnv  *envtest.Environment
-	kubeCfg  *rest.Config
-	kubeErr  error
-)
-
-func kubeAssets() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	matches, _ := filepath.Glob(filepath.Join(home, ".cache", "kube-assets", "*", "kube-apiserver"))
-	if len(matches) == 0 {
-		return ""
-	}
-	return filepath.Dir(matches[len(matches)-1])
-}
-
-func clientset(t *testing.T) kubernetes.Interface {
-	t.Helper()
-	dir := kubeAssets()
-	if dir == "" {
-		t.Skip("skipping: no kube-apiserver/etcd; run hack/deps.d/40-cni.sh (shared/tools/kube-assets) or set KUBEBUILDER_ASSETS")
-	}
-	kubeOnce.Do(func() {
-		kubeEnv = &envtest.Environment{BinaryAssetsDirectory: dir}
-		kubeCfg, kubeErr = kubeEnv.Start()
-	})
-	if kubeErr != nil {
-		t.Fatalf("starting kube-apiserver from %s: %v", dir, kubeErr)
-	}
-	cs, err := kubernetes.NewForConfig(kubeCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
+func clientset(t *testing.T) kubernetes.Interface { return kubetest.Clientset(t) }
 
 // scenario creates, on node, a broken pod (istio-validation exited 126),
 // a fine pod (validation passed), a broken pod in the excluded namespace
