@@ -2,7 +2,6 @@ package xdsserver
 
 import (
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,8 +11,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
@@ -59,20 +56,7 @@ func newCacheEnv(t *testing.T, assert bool) *cacheEnv {
 		}
 		return []gen.Resource{{Name: name, Resource: &listenerv3.Listener{Name: name}}}, nil
 	}}})
-	g := grpc.NewServer(GRPCServerOptions()...)
-	e.srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cc.Close() })
-	e.client = discovery.NewAggregatedDiscoveryServiceClient(cc)
+	e.client = serveForTest(t, e.srv)
 	return e
 }
 

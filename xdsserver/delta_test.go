@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -33,18 +32,7 @@ func (e *env) openDelta(t *testing.T) *dstream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &dstream{t: t, st: st, rx: make(chan *discovery.DeltaDiscoveryResponse, 100)}
-	go func() {
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				close(s.rx)
-				return
-			}
-			s.rx <- r
-		}
-	}()
-	return s
+	return &dstream{t: t, st: st, rx: pump(st.Recv)}
 }
 
 func (s *dstream) send(r *discovery.DeltaDiscoveryRequest) {
@@ -57,16 +45,7 @@ func (s *dstream) send(r *discovery.DeltaDiscoveryRequest) {
 
 func (s *dstream) recv() *discovery.DeltaDiscoveryResponse {
 	s.t.Helper()
-	select {
-	case r, ok := <-s.rx:
-		if !ok {
-			s.t.Fatal("stream closed")
-		}
-		return r
-	case <-time.After(10 * time.Second):
-		s.t.Fatal("no delta response within 10s")
-	}
-	return nil
+	return within(s.t, s.rx)
 }
 
 func names(r *discovery.DeltaDiscoveryResponse) []string {

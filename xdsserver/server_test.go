@@ -61,8 +61,16 @@ func newEnv(t *testing.T) *env {
 		}
 		return out, nil
 	}}})
+	e.client = serveForTest(t, e.srv)
+	return e
+}
+
+// serveForTest serves srv on a loopback port for the test and returns an
+// ADS client connected to it.
+func serveForTest(t *testing.T, srv *Server) discovery.AggregatedDiscoveryServiceClient {
+	t.Helper()
 	g := grpc.NewServer(GRPCServerOptions()...)
-	e.srv.Register(g)
+	srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +82,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	e.client = discovery.NewAggregatedDiscoveryServiceClient(cc)
-	return e
+	return discovery.NewAggregatedDiscoveryServiceClient(cc)
 }
 
 type stream struct {
@@ -91,18 +98,40 @@ func (e *env) open(t *testing.T) *stream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stream{t: t, st: st, rx: make(chan *discovery.DiscoveryResponse, 100)}
+	return &stream{t: t, st: st, rx: pump(st.Recv)}
+}
+
+// pump reads a client stream into a channel, closed when the stream ends.
+func pump[R any](recv func() (R, error)) chan R {
+	rx := make(chan R, 100)
 	go func() {
 		for {
-			r, err := st.Recv()
+			r, err := recv()
 			if err != nil {
-				close(s.rx)
+				close(rx)
 				return
 			}
-			s.rx <- r
+			rx <- r
 		}
 	}()
-	return s
+	return rx
+}
+
+// within returns the next message of rx, failing the test if the stream
+// closes or nothing arrives within 10 s.
+func within[R any](t *testing.T, rx chan R) R {
+	t.Helper()
+	select {
+	case r, ok := <-rx:
+		if !ok {
+			t.Fatal("stream closed")
+		}
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no response within 10s")
+	}
+	var zero R
+	return zero
 }
 
 var node = &corev3.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"}
@@ -120,16 +149,7 @@ func (s *stream) send(version, nonce string, names []string, nackMsg string) {
 
 func (s *stream) recv() *discovery.DiscoveryResponse {
 	s.t.Helper()
-	select {
-	case r, ok := <-s.rx:
-		if !ok {
-			s.t.Fatal("stream closed")
-		}
-		return r
-	case <-time.After(10 * time.Second):
-		s.t.Fatal("no response within 10s")
-	}
-	return nil
+	return within(s.t, s.rx)
 }
 
 // quiet asserts nothing arrives; it is bounded by a later, observable
