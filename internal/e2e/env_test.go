@@ -14,10 +14,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/xds"
 
 	"github.com/baremesh/baremesh/internal/daemon"
 )
@@ -160,4 +162,21 @@ func poll(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// xdsClient is a grpc-go client of xds:///echo.mesh:7070 whose xDS
+// client (its own, not the process-wide one) talks to the mesh as the
+// proxyless sidecar pod.default; it is closed when the test ends.
+func (m *mesh) xdsClient(t *testing.T, pod string) *grpc.ClientConn {
+	t.Helper()
+	res, err := xds.NewXDSResolverWithConfigForTesting(m.bootstrap("sidecar~127.0.0.1~" + pod + ".default~default.svc.cluster.local"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient("xds:///echo.mesh:7070", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }

@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"context"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"net"
 	"strings"
 	"sync"
 	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
@@ -86,15 +87,7 @@ func TestNACKIsNotResent(t *testing.T) {
 	bs := map[string]*backend{"a1": startBackend(t, "a1"), "b1": startBackend(t, "b1")}
 	versions := map[string]string{"a1": "v1", "b1": "v2"}
 	m := startMesh(t, map[string]string{"echo.yaml": echoService(bs, versions), "vs.yaml": routes(100, 0, "")})
-	res, err := xds.NewXDSResolverWithConfigForTesting(m.bootstrap("sidecar~127.0.0.1~nack.default~default.svc.cluster.local"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient("xds:///echo.mesh:7070", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := m.xdsClient(t, "nack")
 	ctx := context.Background()
 	poll(t, "first RPC", func() bool { _, err := call(ctx, cc); return err == nil })
 

@@ -13,9 +13,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/xds" // registers the xds resolver, balancers and HTTP filters
+	// registers the xds resolver, balancers and HTTP filters
 )
 
 func echoService(backends map[string]*backend, versions map[string]string) string {
@@ -82,15 +81,7 @@ func TestGRPCGoXDSClient(t *testing.T) {
 	versions := map[string]string{"a1": "v1", "a2": "v1", "b1": "v2"}
 	m := startMesh(t, map[string]string{"echo.yaml": echoService(bs, versions), "vs.yaml": routes(80, 20, "")})
 
-	res, err := xds.NewXDSResolverWithConfigForTesting(m.bootstrap("sidecar~127.0.0.1~client.default~default.svc.cluster.local"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient("xds:///echo.mesh:7070", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := m.xdsClient(t, "client")
 	ctx := context.Background()
 
 	// Wait for the first successful call: config is in place.
@@ -207,15 +198,7 @@ func TestPushDebugAndConvergence(t *testing.T) {
 	bs := map[string]*backend{"a1": startBackend(t, "a1"), "b1": startBackend(t, "b1")}
 	versions := map[string]string{"a1": "v1", "b1": "v2"}
 	m := startMesh(t, map[string]string{"echo.yaml": echoService(bs, versions), "vs.yaml": routes(100, 0, "")})
-	res, err := xds.NewXDSResolverWithConfigForTesting(m.bootstrap("sidecar~127.0.0.1~pushz.default~default.svc.cluster.local"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := grpc.NewClient("xds:///echo.mesh:7070", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := m.xdsClient(t, "pushz")
 	ctx := context.Background()
 	allTo(t, ctx, cc, "a1")
 	m.write("vs.yaml", routes(0, 100, ""))
