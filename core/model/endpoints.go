@@ -19,6 +19,8 @@ type EndpointIndex struct {
 	shards  map[ServiceKey]map[config.Key][]*Endpoint
 	version map[ServiceKey]uint64
 	counter uint64
+	// merged caches Endpoints' result per service until a shard changes.
+	merged map[ServiceKey][]*Endpoint
 	// addrs counts endpoints by address, so "is anything at this IP?" is
 	// one lookup.
 	addrs map[string]int
@@ -26,7 +28,7 @@ type EndpointIndex struct {
 
 // NewEndpointIndex returns an empty index.
 func NewEndpointIndex() *EndpointIndex {
-	return &EndpointIndex{shards: map[ServiceKey]map[config.Key][]*Endpoint{}, version: map[ServiceKey]uint64{}, addrs: map[string]int{}}
+	return &EndpointIndex{shards: map[ServiceKey]map[config.Key][]*Endpoint{}, version: map[ServiceKey]uint64{}, addrs: map[string]int{}, merged: map[ServiceKey][]*Endpoint{}}
 }
 
 // SetShard replaces one shard of a service (nil removes it) and reports
@@ -67,6 +69,7 @@ func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoi
 	} else {
 		m[shard] = eps
 	}
+	delete(x.merged, svc)
 	x.counter++
 	x.version[svc] = x.counter
 	return true
@@ -74,19 +77,33 @@ func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoi
 
 // Endpoints returns a service's endpoints, every shard merged, sorted by
 // address, port and port name. The result must not be altered.
+//
+// The merged list is kept until a shard of the service changes: every
+// proxy's EDS (and inbound lookup) reads it, so it is built once per
+// change, not once per read.
 func (x *EndpointIndex) Endpoints(svc ServiceKey) []*Endpoint {
 	x.mu.RLock()
+	out, ok := x.merged[svc]
+	x.mu.RUnlock()
+	if ok {
+		return out
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if out, ok := x.merged[svc]; ok {
+		return out
+	}
 	m := x.shards[svc]
 	n := 0
 	for _, s := range m {
 		n += len(s)
 	}
-	out := make([]*Endpoint, 0, n)
+	out = make([]*Endpoint, 0, n)
 	for _, s := range m {
 		out = append(out, s...)
 	}
-	x.mu.RUnlock()
 	slices.SortFunc(out, compareEndpoints)
+	x.merged[svc] = out
 	return out
 }
 
