@@ -106,6 +106,7 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	idleRSS := d.status("VmRSS")
 	cpu0, client0 := d.cpu(), clientCPU()
 
+	endPhase := phaseProfile(b, d, mode, "connect", 10)
 	f, err := Start(ctx, Options{Addr: d.xds, Proxies: proxies, Mode: mode})
 	if err != nil {
 		return nil, err
@@ -118,6 +119,7 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	configured := lat.Percentiles()
 	cpu1, client1 := d.cpu(), clientCPU()
 	rss := d.status("VmRSS")
+	endPhase()
 	tot := f.Totals()
 	var perProxy int64
 	for _, t := range Types {
@@ -133,14 +135,16 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	addrs := svcAddrs(i)
 	addrs[0] = "10.250.0.1"
 	w := f.Expect(HasEndpoint(cluster80(svcName(i)), "10.250.0.1"))
-	cpu2 := d.cpu()
+	cpu2, client2 := d.cpu(), clientCPU()
+	endPhase = phaseProfile(b, d, mode, "edit", 2)
 	start := time.Now()
 	writeFile(b, d.conf, svcName(i)+".yaml", serviceEntry(svcName(i), addrs...))
 	if err := w.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s endpoint edit: %w", mode, err)
 	}
 	edit := w.Latencies(start).Percentiles()
-	b.Logf("%s endpoint edit: all ACKed %v; server CPU %.2fs", mode, edit, d.cpu()-cpu2)
+	b.Logf("%s endpoint edit: all ACKed %v; server CPU %.2fs, load client CPU %.2fs", mode, edit, d.cpu()-cpu2, clientCPU()-client2)
+	endPhase()
 
 	// A new service.
 	n := svcName(services)
@@ -149,14 +153,16 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 		HasEndpoint(cluster80(n), svcAddrs(services)[0]),
 		HasRouteDomain(host(n)),
 	))
-	cpu3 := d.cpu()
+	cpu3, client3 := d.cpu(), clientCPU()
+	endPhase = phaseProfile(b, d, mode, "newsvc", 6)
 	start = time.Now()
 	writeFile(b, d.conf, n+".yaml", serviceEntry(n, svcAddrs(services)...))
 	if err := w.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s new service: %w", mode, err)
 	}
 	newSvc := w.Latencies(start).Percentiles()
-	b.Logf("%s new service: all converged %v; server CPU %.2fs", mode, newSvc, d.cpu()-cpu3)
+	b.Logf("%s new service: all converged %v; server CPU %.2fs, load client CPU %.2fs", mode, newSvc, d.cpu()-cpu3, clientCPU()-client3)
+	endPhase()
 	if tot := f.Totals(); tot.Nacks != 0 || tot.Reconnects != 0 {
 		b.Logf("%s: %d NACKs, %d reconnects", mode, tot.Nacks, tot.Reconnects)
 	}
