@@ -112,12 +112,24 @@ type nack struct {
 }
 
 func (s *Server) serve(stream sotwStream, fixedType string) error {
-	first, err := stream.Recv()
+	names := resolver{shared: &s.lists}
+	recv := func() (*sotwRequest, error) {
+		r := new(sotwRequest)
+		if err := stream.RecvMsg(r); err != nil { // our codec decodes a sotwRequest (decode.go)
+			return nil, err
+		}
+		if r.buf == nil && !r.parsed {
+			r.summarise() // decoded by another codec
+		}
+		names.resolve(r)
+		return r, nil
+	}
+	first, err := recv()
 	if err != nil {
 		return err
 	}
 	return serveConn(s, stream.Context(), first.GetNode(), func(c *conn) { c.stream = stream },
-		first, stream.Recv, func(c *conn, r *discovery.DiscoveryRequest) error { return c.onRequest(r, fixedType) })
+		first, recv, func(c *conn, r *sotwRequest) error { return c.onRequest(r, fixedType) })
 }
 
 // serveConn runs one connection, SotW or Delta: it parses the node of
@@ -200,7 +212,7 @@ func (c *conn) enqueue(req *push.Request, rec *pushRecord) {
 
 // onRequest tells an initial request, an ACK, a NACK and a stale
 // response apart and acts on each.
-func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error {
+func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 	// Strings of a SotW request point into its buffer (decodeRequest):
 	// whatever outlives the request is interned or cloned.
 	typeURL := unique.Make(r.GetTypeUrl()).Value()
@@ -226,7 +238,13 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "stale").Inc()
 		return nil // stale: the client has not seen our latest response yet
 	}
-	namesChanged := w.setNames(r.GetResourceNames(), &c.s.lists)
+	namesChanged := w.setNames(r)
+	// A changed subscription of EDS or RDS is answered with the resources
+	// the proxy lacks; LDS and CDS are always sent whole.
+	var only []string
+	if namesChanged && nonce != "" && incremental(typeURL) && !w.wildcard {
+		only = w.unheld()
+	}
 	switch {
 	case nonce == "":
 		w.requests++
@@ -244,8 +262,8 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
 		c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
 			"proxy", c.proxy.ID, "type", shortType(typeURL), "version", w.sentVer, "error", r.GetErrorDetail().GetMessage())
-		if namesChanged {
-			return c.respond(w, nil, false, nil)
+		if namesChanged && (only == nil || len(only) > 0) {
+			return c.respond(w, nil, false, only)
 		}
 		return nil
 	default:
@@ -256,27 +274,22 @@ func (c *conn) onRequest(r *discovery.DiscoveryRequest, fixedType string) error 
 		c.observeConvergence(w)
 		c.mu.Unlock()
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
-		if namesChanged {
-			return c.respond(w, nil, false, nil) // the subscription changed with the ACK
+		if namesChanged && (only == nil || len(only) > 0) {
+			return c.respond(w, nil, false, only) // the subscription changed with the ACK
 		}
 		return nil
 	}
 }
 
-// setNames records the subscription and reports whether it changed. The
-// list is hashed, so an unchanged list of thousands of names costs one
-// pass and no allocation beyond the sort.
-func (w *watch) setNames(names []string, shared *lists) bool {
-	// An ACK of a response repeats the whole subscription (thousands of
-	// EDS names): one pass of a fast hash tells whether it changed.
-	wildcard := len(names) == 0 || slices.Contains(names, "*")
+// setNames records the subscription of r and reports whether it
+// changed. An ACK repeats the whole subscription (thousands of EDS
+// names): the hash decodeRequest took of them tells whether it changed,
+// and the stream's resolver already made it a shared list.
+func (w *watch) setNames(r *sotwRequest) bool {
+	wildcard := r.nNames == 0 || r.star
 	var sum uint64
 	if !wildcard {
-		if !slices.IsSorted(names) {
-			names = slices.Clone(names)
-			slices.Sort(names)
-		}
-		sum = namesHash(names)
+		sum = r.namesSum
 	}
 	if wildcard == w.wildcard && sum == w.namesHash && (wildcard || w.names != nil) {
 		return false
@@ -284,24 +297,77 @@ func (w *watch) setNames(names []string, shared *lists) bool {
 	w.wildcard, w.namesHash = wildcard, sum
 	if wildcard {
 		w.names, w.list = nil, nil
-	} else {
-		w.list = shared.get(sum, names)
-		w.names = w.list.names
-		// The client forgets what it unsubscribed: a later subscription of
-		// the same name must be answered with the resource again.
-		if incremental(w.typeURL) {
-			w.held = slices.DeleteFunc(slices.Clone(w.held), func(e *encoded) bool {
-				_, ok := slices.BinarySearch(w.names, e.name)
-				return !ok
-			})
-			for name := range w.rejected {
-				if _, ok := slices.BinarySearch(w.names, name); !ok {
-					delete(w.rejected, name)
-				}
+		return true
+	}
+	w.list = r.list
+	w.names = w.list.names
+	// The client forgets what it unsubscribed: a later subscription of
+	// the same name must be answered with the resource again.
+	if incremental(w.typeURL) {
+		w.held = keepSubscribed(w.held, w.names)
+		for name := range w.rejected {
+			if _, ok := slices.BinarySearch(w.names, name); !ok {
+				delete(w.rejected, name)
 			}
 		}
 	}
 	return true
+}
+
+// keepSubscribed returns the entries of held (sorted) whose name is in
+// names (sorted): held itself when all are, else a new slice (held may be
+// shared).
+func keepSubscribed(held []*encoded, names []string) []*encoded {
+	var out []*encoded
+	j := 0
+	for i, e := range held {
+		for j < len(names) && names[j] < e.name {
+			j++
+		}
+		in := j < len(names) && names[j] == e.name
+		switch {
+		case !in && out == nil:
+			out = append(make([]*encoded, 0, len(held)-1), held[:i]...)
+		case in && out != nil:
+			out = append(out, e)
+		}
+	}
+	if out == nil {
+		return held
+	}
+	return out
+}
+
+// unheld returns the names of w's subscription the proxy holds no
+// resource for: after a subscription change of EDS or RDS only those
+// need generating, the others are current (a pending push sends any that
+// are not). c.mu is held.
+func (w *watch) unheld() []string {
+	n := 0
+	w.eachUnheld(func(string) { n++ })
+	switch n {
+	case len(w.names):
+		return w.names // none held: the whole (shared) list
+	case 0:
+		return []string{}
+	}
+	out := make([]string, 0, n)
+	w.eachUnheld(func(name string) { out = append(out, name) })
+	return out
+}
+
+// eachUnheld calls fn with each subscribed name not in held (both
+// sorted); c.mu is held.
+func (w *watch) eachUnheld(fn func(string)) {
+	i := 0
+	for _, name := range w.names {
+		for i < len(w.held) && w.held[i].name < name {
+			i++
+		}
+		if i == len(w.held) || w.held[i].name != name {
+			fn(name)
+		}
+	}
 }
 
 // onPush handles the merged pending push. Work that cannot matter is
@@ -463,13 +529,13 @@ func shortType(typeURL string) string {
 // are compared, never stored).
 var namesSeed = maphash.MakeSeed()
 
-// namesHash hashes a name list with a fast non-cryptographic hash.
+// namesHash hashes a name list regardless of its order: the sum of the
+// names' hashes, so a request's names are hashed as they are decoded,
+// without sorting (decodeRequest).
 func namesHash(names []string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(namesSeed)
+	var sum uint64
 	for _, n := range names {
-		h.WriteString(n)
-		h.WriteByte(0)
+		sum += maphash.String(namesSeed, n)
 	}
-	return h.Sum64()
+	return sum
 }

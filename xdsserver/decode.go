@@ -3,7 +3,11 @@ package xdsserver
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
 	"unicode/utf8"
+	"unique"
 	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -14,21 +18,120 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// sotwRequest is a SotW DiscoveryRequest as the codec decodes it. Every
+// ACK of an EDS response repeats the whole subscription, thousands of
+// cluster names; the names stay in one copy of the message, summarised
+// by their count, an order-independent hash and whether "*" is among
+// them, and become strings only when names is called (the subscription
+// changed). Strings point into the copy: whatever outlives the request
+// is interned or cloned.
+type sotwRequest struct {
+	discovery.DiscoveryRequest // ResourceNames unset unless decoded by the proto runtime
+	buf                        []byte
+	pooled                     *[]byte // buf's buffer from requestPool
+	nNames                     int
+	namesSum                   uint64
+	star                       bool
+	parsed                     bool
+	// list is the subscription as a shared list, once resolved.
+	list *nameList
+}
+
+// resolver turns the names of a stream's requests into shared lists on
+// the stream's receiving goroutine and gives the message's copy back:
+// requests that wait for the connection's loop (busy sending megabytes
+// during a connect storm) then hold no copy of thousands of names. A
+// request repeating the previous request's names of its type gets the
+// same list for the cost of the hash decodeRequest took.
+type resolver struct {
+	shared *lists
+	last   map[string]resolvedList // by type URL
+}
+
+type resolvedList struct {
+	sum  uint64
+	n    int
+	list *nameList
+}
+
+func (rs *resolver) resolve(r *sotwRequest) {
+	defer r.release()
+	if r.nNames == 0 || r.star {
+		return // a wildcard
+	}
+	last, ok := rs.last[r.TypeUrl]
+	if ok && last.sum == r.namesSum && last.n == r.nNames {
+		r.list = last.list
+		return
+	}
+	names := r.names()
+	if !slices.IsSorted(names) {
+		names = slices.Sorted(slices.Values(names))
+	}
+	r.list = rs.shared.get(r.namesSum, names) // copies the names it keeps
+	if rs.last == nil {
+		rs.last = map[string]resolvedList{}
+	}
+	rs.last[unique.Make(r.TypeUrl).Value()] = resolvedList{r.namesSum, r.nNames, r.list}
+}
+
+// release gives the message's copy back to the pool, first copying the
+// strings that point into it.
+func (r *sotwRequest) release() {
+	if r.pooled == nil {
+		return
+	}
+	r.VersionInfo, r.ResponseNonce = strings.Clone(r.VersionInfo), strings.Clone(r.ResponseNonce)
+	r.TypeUrl = unique.Make(r.TypeUrl).Value()
+	r.ResourceNames, r.parsed = nil, false
+	requestPool.Put(r.pooled)
+	r.buf, r.pooled = nil, nil
+}
+
+// names returns the resource names in the order the client sent them.
+func (r *sotwRequest) names() []string {
+	if r.parsed || r.nNames == 0 {
+		return r.ResourceNames
+	}
+	r.parsed = true
+	out := make([]string, 0, r.nNames)
+	for b := r.buf; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if num == 3 {
+			v, _ := protowire.ConsumeBytes(b)
+			out = append(out, unsafe.String(unsafe.SliceData(v), len(v)))
+		}
+		b = b[n:]
+	}
+	r.ResourceNames = out
+	return out
+}
+
+// summarise records the count, hash and wildcard of names decoded by the
+// proto runtime.
+func (r *sotwRequest) summarise() {
+	r.nNames, r.namesSum, r.star, r.parsed = len(r.ResourceNames), namesHash(r.ResourceNames), false, true
+	for _, n := range r.ResourceNames {
+		r.star = r.star || n == "*"
+	}
+}
+
 // decodeRequest decodes a SotW DiscoveryRequest with one allocation for
-// all its resource names: they point into one copy of the message. Every
-// ACK of an EDS response repeats thousands of cluster names; decoding each
-// into its own string was the largest allocation of a connect storm. The
-// names are checked for UTF-8 as the proto runtime would. Fields this
-// decoder does not know go through the proto runtime.
-func decodeRequest(data mem.BufferSlice, r *discovery.DiscoveryRequest) error {
-	b := data.Materialize()
+// its bytes; the names are checked for UTF-8 as the proto runtime would
+// and hashed, not split out. Fields this decoder does not know go through
+// the proto runtime.
+func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
+	pooled := requestPool.Get(data.Len())
+	b := (*pooled)[:data.CopyTo(*pooled)]
+	*r = sotwRequest{buf: b, pooled: pooled}
 	str := func(v []byte) (string, error) {
 		if !utf8.Valid(v) {
 			return "", errors.New("string field contains invalid UTF-8")
 		}
 		return unsafe.String(unsafe.SliceData(v), len(v)), nil
 	}
-	r.Reset()
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -53,10 +156,13 @@ func decodeRequest(data mem.BufferSlice, r *discovery.DiscoveryRequest) error {
 			}
 			err = proto.UnmarshalOptions{Merge: true}.Unmarshal(v, r.Node)
 		case 3:
-			var s string
-			if s, err = str(v); err == nil {
-				r.ResourceNames = append(r.ResourceNames, s)
+			if !utf8.Valid(v) {
+				err = errors.New("string field contains invalid UTF-8")
+				break
 			}
+			r.nNames++
+			r.namesSum += maphash.Bytes(namesSeed, v)
+			r.star = r.star || (len(v) == 1 && v[0] == '*')
 		case 4:
 			r.TypeUrl, err = str(v)
 		case 5:
@@ -76,7 +182,14 @@ func decodeRequest(data mem.BufferSlice, r *discovery.DiscoveryRequest) error {
 	return nil
 }
 
-func fallbackDecode(data mem.BufferSlice, r *discovery.DiscoveryRequest) error {
-	r.Reset()
-	return proto.Unmarshal(data.Materialize(), r)
+func fallbackDecode(data mem.BufferSlice, r *sotwRequest) error {
+	if r.pooled != nil {
+		requestPool.Put(r.pooled)
+	}
+	*r = sotwRequest{}
+	if err := proto.Unmarshal(data.Materialize(), &r.DiscoveryRequest); err != nil {
+		return err
+	}
+	r.summarise()
+	return nil
 }

@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -176,7 +175,7 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*discovery.DiscoveryRequest); ok {
+	if r, ok := v.(*sotwRequest); ok {
 		return decodeRequest(data, r)
 	}
 	return c.proto.Unmarshal(data, v)
@@ -184,10 +183,26 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 func (c codec) Name() string { return "proto" }
 
 // GRPCServerOptions are the options a gRPC server serving this Server
-// must have: the codec that sends pre-encoded responses.
+// must have: the codec that sends pre-encoded responses and decodes
+// requests lazily, and a buffer pool for reading requests.
 func GRPCServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")})}
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
+		experimental.BufferPool(requestPool),
+	}
 }
+
+// requestPool has a tier for every power of two up to 1 MB. gRPC's
+// default pool jumps from 32 KB to 1 MB and clears a whole buffer on
+// every Get, so each ACK naming a few thousand clusters (~80 KB) cleared
+// a megabyte.
+var requestPool = func() mem.BufferPool {
+	p, err := mem.NewBinaryTieredBufferPool(8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
 
 func stringField(num protowire.Number, s string) []byte {
 	b := protowire.AppendTag(make([]byte, 0, len(s)+6), num, protowire.BytesType)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -38,12 +40,37 @@ func phaseProfile(tb testing.TB, d *daemonProc, mode Mode, phase string, secs in
 		}
 		cf.Close()
 		fetch(tb, fmt.Sprintf("http://%s/debug/pprof/heap", d.http), name("daemon-heap"))
+		logMemStats(tb, d, phase)
 		select {
 		case <-done:
 		case <-time.After(time.Duration(secs+10) * time.Second):
 			tb.Logf("daemon CPU profile of %s did not finish", phase)
 		}
 	}
+}
+
+// logMemStats logs where the daemon's memory is, from its /metrics.
+func logMemStats(tb testing.TB, d *daemonProc, phase string) {
+	resp, err := http.Get("http://" + d.http + "/metrics")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, m := range []string{"go_memstats_heap_alloc_bytes ", "go_memstats_heap_inuse_bytes ", "go_memstats_heap_idle_bytes ",
+			"go_memstats_heap_released_bytes ", "go_memstats_stack_inuse_bytes ", "go_memstats_sys_bytes ", "go_goroutines "} {
+			if v, ok := strings.CutPrefix(l, m); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				if m != "go_goroutines " {
+					f /= 1 << 20
+				}
+				out = append(out, fmt.Sprintf("%s=%.0f", strings.TrimPrefix(strings.TrimSpace(m), "go_memstats_"), f))
+			}
+		}
+	}
+	tb.Logf("%s: daemon memory (MB): %s", phase, strings.Join(out, " "))
 }
 
 func fetch(tb testing.TB, url, file string) {
