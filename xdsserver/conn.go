@@ -74,10 +74,10 @@ type watch struct {
 	// generator order for SotW LDS and CDS.
 	held []*encoded
 	// rejected: per resource, the version the proxy NACKed (EDS, RDS,
-	// Delta); lastPrev: what the last response replaced, to roll back on
-	// its NACK (nil: the proxy did not hold it).
+	// Delta); last: the last SotW EDS or RDS response, to roll back on its
+	// NACK.
 	rejected   map[string][32]byte
-	lastPrev   []replaced
+	last       sentResp
 	ackedVer   string
 	ackedAt    time.Time
 	nack       *nack
@@ -92,16 +92,48 @@ type watch struct {
 	awaitingAck bool
 
 	// Delta xDS only: versions the client said it holds when it
-	// (re)connected, and what each unACKed response replaced.
+	// (re)connected, and each unACKed response by nonce.
 	initial  map[string]string
-	inFlight map[string][]replaced
+	inFlight map[string]sentResp
 }
 
-// replaced is a resource a response replaced: old is nil if the proxy did
-// not hold one.
-type replaced struct {
-	name string
-	old  *encoded
+// sentResp is what a response of a named type (EDS, RDS, Delta) sent and
+// removed, and what the proxy held before it, to roll back on its NACK.
+// Held lists are never altered in place, so keeping prev costs nothing.
+type sentResp struct {
+	sent    []*encoded
+	removed []string
+	prev    []*encoded
+}
+
+// rollback undoes r on its NACK: what it sent is marked rejected, and the
+// proxy holds again what it held before r, unless a later response
+// replaced it since. c.mu is held.
+func (w *watch) rollback(r sentResp) {
+	if w.rejected == nil {
+		w.rejected = map[string][32]byte{}
+	}
+	var back []*encoded
+	drop := map[string]bool{}
+	restore := func(name string) {
+		if old := findHeld(r.prev, name); old != nil {
+			back = append(back, old)
+		} else {
+			drop[name] = true
+		}
+	}
+	for _, e := range r.sent {
+		w.rejected[e.name] = e.sum
+		if findHeld(w.held, e.name) == e {
+			restore(e.name)
+		}
+	}
+	for _, name := range r.removed {
+		if findHeld(w.held, name) == nil {
+			restore(name)
+		}
+	}
+	w.held = withHeld(w.held, back, drop)
 }
 
 type nack struct {
@@ -269,7 +301,7 @@ func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 	default:
 		w.acks++
 		w.ackedVer, w.ackedAt = strings.Clone(r.GetVersionInfo()), time.Now()
-		w.awaitingAck, w.lastPrev = false, nil
+		w.awaitingAck, w.last = false, sentResp{}
 		c.settleSlotLocked()
 		c.observeConvergence(w)
 		c.mu.Unlock()

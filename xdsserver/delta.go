@@ -41,7 +41,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 	w := c.watches[typeURL]
 	first := w == nil
 	if first {
-		w = &watch{typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string][]replaced{}}
+		w = &watch{typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string]sentResp{}}
 		c.watches[typeURL] = w
 		// Legacy wildcard: a first LDS/CDS request that names nothing.
 		w.wildcard = len(r.GetResourceNamesSubscribe()) == 0 && (typeURL == gen.ListenerType || typeURL == gen.ClusterType)
@@ -57,19 +57,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			c.settleSlotLocked()
 			w.nacks++
 			w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
-			var back []*encoded
-			drop := map[string]bool{}
-			for _, p := range sent {
-				if cur := findHeld(w.held, p.name); cur != nil {
-					w.rejected[p.name] = cur.sum
-				}
-				if p.old == nil {
-					drop[p.name] = true
-				} else {
-					back = append(back, p.old)
-				}
-			}
-			w.held = withHeld(w.held, back, drop)
+			w.rollback(sent)
 			c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
 			c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
 				"proxy", c.proxy.ID, "type", shortType(typeURL), "error", r.GetErrorDetail().GetMessage())
@@ -153,7 +141,6 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		slices.SortFunc(res, byName)
 	}
 	var (
-		prev        []replaced
 		send, adopt []*encoded
 		removed     []string
 		drop        map[string]bool
@@ -171,7 +158,6 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		// resource it asked for no longer exists.
 		if _, subscribed := slices.BinarySearch(w.names, e.name); w.wildcard || subscribed {
 			removed = append(removed, e.name)
-			prev = append(prev, replaced{e.name, e})
 		}
 	}
 	h := 0 // res and held are both sorted by name: walk them together
@@ -202,12 +188,12 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 			}
 			delete(w.rejected, r.name)
 		}
-		prev = append(prev, replaced{r.name, old})
 		send = append(send, r)
 	}
 	for ; h < len(w.held); h++ {
 		gone(w.held[h])
 	}
+	prev := w.held
 	w.held = withHeld(w.held, append(adopt, send...), drop)
 	if len(send) == 0 && len(removed) == 0 && !force {
 		c.mu.Unlock()
@@ -216,7 +202,7 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 	w.nonce++
 	nonce := strconv.Itoa(w.nonce)
 	version := strconv.FormatUint(pc.Version, 10)
-	w.inFlight[nonce] = prev
+	w.inFlight[nonce] = sentResp{sent: send, removed: removed, prev: prev}
 	w.sentNonce, w.sentVer, w.sentAt = nonce, version+"-"+nonce, time.Now()
 	w.awaitingAck = true
 	if len(w.rejected) == 0 {

@@ -36,14 +36,23 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			res = slices.Clone(res)
 			slices.SortFunc(res, byName)
 		}
-		var prev []replaced
+		// send is res itself until a result is skipped (an initial
+		// response sends all of them, without a copy).
+		send = res
+		skipped := false
+		skip := func(i int) {
+			if !skipped {
+				send, skipped = append(make([]*encoded, 0, len(res)-1), res[:i]...), true
+			}
+		}
 		// res and held are both sorted. A few results (an endpoint push)
 		// are looked up; a whole subscription is walked alongside.
 		few := len(res)*8 < len(w.held)
 		h := 0
-		for _, r := range res {
+		for i, r := range res {
 			if rej, ok := w.rejected[r.name]; ok {
 				if rej == r.sum {
+					skip(i)
 					continue
 				}
 				delete(w.rejected, r.name) // the config moved on
@@ -60,10 +69,12 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 				}
 			}
 			if !force && old != nil && old.sum == r.sum {
-				continue // the proxy holds it (perhaps the version before a rejected one)
+				skip(i) // the proxy holds it (perhaps the version before a rejected one)
+				continue
 			}
-			prev = append(prev, replaced{r.name, old})
-			send = append(send, r)
+			if skipped {
+				send = append(send, r)
+			}
 		}
 		if len(w.rejected) == 0 {
 			w.nack = nil
@@ -72,8 +83,8 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			c.mu.Unlock()
 			return nil
 		}
-		w.held = replaceHeld(w.held, send, prev)
-		w.lastPrev = prev
+		w.last = sentResp{sent: send, prev: w.held}
+		w.held = withHeld(w.held, send, nil)
 	} else {
 		h := sha256.New()
 		for _, r := range res {
@@ -88,7 +99,8 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 		if sum != w.nackedHash {
 			w.nack = nil // a new config: the old rejection no longer applies
 		}
-		w.sentHash, w.held, send = sum, res, res
+		w.sentHash, w.held = sum, res
+		send = res
 	}
 	w.nonce++
 	nonce := strconv.Itoa(w.nonce)
@@ -156,23 +168,8 @@ func (w *watch) rejectLast() {
 		w.nackedHash = w.sentHash
 		return
 	}
-	if w.rejected == nil {
-		w.rejected = map[string][32]byte{}
-	}
-	var back []*encoded
-	drop := map[string]bool{}
-	for _, p := range w.lastPrev {
-		if cur := findHeld(w.held, p.name); cur != nil {
-			w.rejected[p.name] = cur.sum
-		}
-		if p.old == nil {
-			drop[p.name] = true
-		} else {
-			back = append(back, p.old)
-		}
-	}
-	w.held = withHeld(w.held, back, drop)
-	w.lastPrev = nil
+	w.rollback(w.last)
+	w.last = sentResp{}
 }
 
 // sendMsg sends a framed response and accounts for it.
@@ -195,21 +192,4 @@ func (c *conn) sendMsg(w *watch, m *rawMsg) error {
 		r.sent(shortType(w.typeURL), size)
 	}
 	return nil
-}
-
-// replaceHeld puts send into held (both sorted; held owned by the
-// connection, read by others only under c.mu). When every name is
-// already held (an endpoint push) the entries are swapped in place;
-// otherwise the lists are merged.
-func replaceHeld(held, send []*encoded, prev []replaced) []*encoded {
-	for _, p := range prev {
-		if p.old == nil {
-			return withHeld(held, send, nil)
-		}
-	}
-	for _, e := range send {
-		i, _ := slices.BinarySearchFunc(held, e.name, func(x *encoded, n string) int { return strings.Compare(x.name, n) })
-		held[i] = e
-	}
-	return held
 }
