@@ -58,11 +58,10 @@ type conn struct {
 
 // watch is the state of one type on one connection.
 type watch struct {
-	typeURL   string
-	names     []string  // sorted; nil for a wildcard subscription
-	list      *nameList // owns names, shared with other connections
-	namesHash uint64
-	wildcard  bool
+	typeURL  string
+	names    []string  // sorted; nil for a wildcard subscription
+	list     *nameList // owns names, shared with other connections
+	wildcard bool
 
 	nonce     int
 	sentNonce string
@@ -150,10 +149,12 @@ func (s *Server) serve(stream sotwStream, fixedType string) error {
 		if err := stream.RecvMsg(r); err != nil { // our codec decodes a sotwRequest (decode.go)
 			return nil, err
 		}
-		if r.buf == nil && !r.parsed {
-			r.summarise() // decoded by another codec
+		if r.buf == nil {
+			r.summarise() // decoded by the proto runtime or another codec
 		}
-		names.resolve(r)
+		if err := names.resolve(r); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
 		return r, nil
 	}
 	first, err := recv()
@@ -315,18 +316,14 @@ func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 
 // setNames records the subscription of r and reports whether it
 // changed. An ACK repeats the whole subscription (thousands of EDS
-// names): the hash decodeRequest took of them tells whether it changed,
-// and the stream's resolver already made it a shared list.
+// names); the stream's resolver made it a shared list, so an unchanged
+// subscription is the same list.
 func (w *watch) setNames(r *sotwRequest) bool {
-	wildcard := r.nNames == 0 || r.star
-	var sum uint64
-	if !wildcard {
-		sum = r.namesSum
-	}
-	if wildcard == w.wildcard && sum == w.namesHash && (wildcard || w.names != nil) {
+	wildcard := r.list == nil
+	if wildcard == w.wildcard && r.list == w.list && (wildcard || w.names != nil) {
 		return false
 	}
-	w.wildcard, w.namesHash = wildcard, sum
+	w.wildcard = wildcard
 	if wildcard {
 		w.names, w.list = nil, nil
 		return true

@@ -20,108 +20,27 @@ import (
 
 // sotwRequest is a SotW DiscoveryRequest as the codec decodes it. Every
 // ACK of an EDS response repeats the whole subscription, thousands of
-// cluster names; the names stay in one copy of the message, summarised
-// by their count, an order-independent hash and whether "*" is among
-// them, and become strings only when names is called (the subscription
-// changed). Strings point into the copy: whatever outlives the request
-// is interned or cloned.
+// cluster names. The codec leaves them in one copy of the message,
+// summarised by their count, one hash of their bytes as sent and whether
+// "*" is among them; the stream's resolver then makes them a shared list
+// and gives the copy back. Until then, strings point into the copy.
 type sotwRequest struct {
 	discovery.DiscoveryRequest // ResourceNames unset unless decoded by the proto runtime
 	buf                        []byte
 	pooled                     *[]byte // buf's buffer from requestPool
 	nNames                     int
-	namesSum                   uint64
+	wireSum                    uint64 // of the names' bytes in the order sent
 	star                       bool
-	parsed                     bool
-	// list is the subscription as a shared list, once resolved.
+	// list is the subscription as a shared list, once resolved (nil for
+	// a wildcard).
 	list *nameList
 }
 
-// resolver turns the names of a stream's requests into shared lists on
-// the stream's receiving goroutine and gives the message's copy back:
-// requests that wait for the connection's loop (busy sending megabytes
-// during a connect storm) then hold no copy of thousands of names. A
-// request repeating the previous request's names of its type gets the
-// same list for the cost of the hash decodeRequest took.
-type resolver struct {
-	shared *lists
-	last   map[string]resolvedList // by type URL
-}
-
-type resolvedList struct {
-	sum  uint64
-	n    int
-	list *nameList
-}
-
-func (rs *resolver) resolve(r *sotwRequest) {
-	defer r.release()
-	if r.nNames == 0 || r.star {
-		return // a wildcard
-	}
-	last, ok := rs.last[r.TypeUrl]
-	if ok && last.sum == r.namesSum && last.n == r.nNames {
-		r.list = last.list
-		return
-	}
-	names := r.names()
-	if !slices.IsSorted(names) {
-		names = slices.Sorted(slices.Values(names))
-	}
-	r.list = rs.shared.get(r.namesSum, names) // copies the names it keeps
-	if rs.last == nil {
-		rs.last = map[string]resolvedList{}
-	}
-	rs.last[unique.Make(r.TypeUrl).Value()] = resolvedList{r.namesSum, r.nNames, r.list}
-}
-
-// release gives the message's copy back to the pool, first copying the
-// strings that point into it.
-func (r *sotwRequest) release() {
-	if r.pooled == nil {
-		return
-	}
-	r.VersionInfo, r.ResponseNonce = strings.Clone(r.VersionInfo), strings.Clone(r.ResponseNonce)
-	r.TypeUrl = unique.Make(r.TypeUrl).Value()
-	r.ResourceNames, r.parsed = nil, false
-	requestPool.Put(r.pooled)
-	r.buf, r.pooled = nil, nil
-}
-
-// names returns the resource names in the order the client sent them.
-func (r *sotwRequest) names() []string {
-	if r.parsed || r.nNames == 0 {
-		return r.ResourceNames
-	}
-	r.parsed = true
-	out := make([]string, 0, r.nNames)
-	for b := r.buf; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		b = b[n:]
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if num == 3 {
-			v, _ := protowire.ConsumeBytes(b)
-			out = append(out, unsafe.String(unsafe.SliceData(v), len(v)))
-		}
-		b = b[n:]
-	}
-	r.ResourceNames = out
-	return out
-}
-
-// summarise records the count, hash and wildcard of names decoded by the
-// proto runtime.
-func (r *sotwRequest) summarise() {
-	r.nNames, r.namesSum, r.star, r.parsed = len(r.ResourceNames), namesHash(r.ResourceNames), false, true
-	for _, n := range r.ResourceNames {
-		r.star = r.star || n == "*"
-	}
-}
-
-// decodeRequest decodes a SotW DiscoveryRequest with one allocation for
-// its bytes; the names are checked for UTF-8 as the proto runtime would
-// and hashed, not split out. Fields this decoder does not know go through
-// the proto runtime.
+// decodeRequest decodes a SotW DiscoveryRequest into a copy of its bytes
+// from requestPool. The names are hashed as one span of bytes, not
+// split out or checked: the resolver checks them (UTF-8, as the proto
+// runtime would) when they differ from the stream's previous request.
+// Fields this decoder does not know go through the proto runtime.
 func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
 	pooled := requestPool.Get(data.Len())
 	b := (*pooled)[:data.CopyTo(*pooled)]
@@ -132,20 +51,22 @@ func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
 		}
 		return unsafe.String(unsafe.SliceData(v), len(v)), nil
 	}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+	namesFrom, namesTo := -1, -1
+	for off := 0; off < len(b); {
+		num, typ, n := protowire.ConsumeTag(b[off:])
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
-		b = b[n:]
+		start := off
+		off += n
 		if typ != protowire.BytesType {
 			return fallbackDecode(data, r)
 		}
-		v, n := protowire.ConsumeBytes(b)
+		v, n := protowire.ConsumeBytes(b[off:])
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
-		b = b[n:]
+		off += n
 		var err error
 		switch num {
 		case 1:
@@ -156,12 +77,11 @@ func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
 			}
 			err = proto.UnmarshalOptions{Merge: true}.Unmarshal(v, r.Node)
 		case 3:
-			if !utf8.Valid(v) {
-				err = errors.New("string field contains invalid UTF-8")
-				break
+			if namesFrom < 0 {
+				namesFrom = start
 			}
+			namesTo = off
 			r.nNames++
-			r.namesSum += maphash.Bytes(namesSeed, v)
 			r.star = r.star || (len(v) == 1 && v[0] == '*')
 		case 4:
 			r.TypeUrl, err = str(v)
@@ -179,6 +99,9 @@ func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
 			return fmt.Errorf("DiscoveryRequest field %d: %w", num, err)
 		}
 	}
+	if namesFrom >= 0 {
+		r.wireSum = maphash.Bytes(namesSeed, b[namesFrom:namesTo])
+	}
 	return nil
 }
 
@@ -192,4 +115,91 @@ func fallbackDecode(data mem.BufferSlice, r *sotwRequest) error {
 	}
 	r.summarise()
 	return nil
+}
+
+// summarise takes the summary of names decoded by the proto runtime (or
+// another codec).
+func (r *sotwRequest) summarise() {
+	r.nNames, r.wireSum, r.star = len(r.ResourceNames), namesHash(r.ResourceNames), slices.Contains(r.ResourceNames, "*")
+}
+
+// names returns the resource names in the order the client sent them,
+// checked for UTF-8.
+func (r *sotwRequest) names() ([]string, error) {
+	if r.buf == nil {
+		return r.ResourceNames, nil
+	}
+	out := make([]string, 0, r.nNames)
+	for b := r.buf; len(b) > 0; {
+		num, _, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		b = b[n:]
+		if num == 3 {
+			if !utf8.Valid(v) {
+				return nil, fmt.Errorf("DiscoveryRequest field 3 (resource_names) %q: string field contains invalid UTF-8", v)
+			}
+			out = append(out, unsafe.String(unsafe.SliceData(v), len(v)))
+		}
+	}
+	return out, nil
+}
+
+// resolver turns the names of a stream's requests into shared lists on
+// the stream's receiving goroutine and gives each message's copy back:
+// requests that wait for the connection's loop (busy sending megabytes
+// during a connect storm) then hold no copy of thousands of names. A
+// request repeating the names of the stream's previous request of its
+// type gets the same list for the cost of one hash.
+type resolver struct {
+	shared *lists
+	last   map[string]resolvedList // by type URL
+}
+
+type resolvedList struct {
+	sum  uint64
+	n    int
+	list *nameList
+}
+
+func (rs *resolver) resolve(r *sotwRequest) error {
+	defer r.release()
+	if r.star && r.nNames > 1 {
+		if _, err := r.names(); err != nil {
+			return err
+		}
+	}
+	if r.nNames == 0 || r.star {
+		return nil // a wildcard
+	}
+	last, ok := rs.last[r.TypeUrl]
+	if ok && last.sum == r.wireSum && last.n == r.nNames {
+		r.list = last.list
+		return nil
+	}
+	names, err := r.names()
+	if err != nil {
+		return err
+	}
+	if !slices.IsSorted(names) {
+		names = slices.Sorted(slices.Values(names))
+	}
+	r.list = rs.shared.get(namesHash(names), names) // copies the names it keeps
+	if rs.last == nil {
+		rs.last = map[string]resolvedList{}
+	}
+	rs.last[unique.Make(r.TypeUrl).Value()] = resolvedList{r.wireSum, r.nNames, r.list}
+	return nil
+}
+
+// release gives the message's copy back to the pool, first copying the
+// strings that point into it.
+func (r *sotwRequest) release() {
+	if r.pooled == nil {
+		return
+	}
+	r.VersionInfo, r.ResponseNonce = strings.Clone(r.VersionInfo), strings.Clone(r.ResponseNonce)
+	r.TypeUrl = unique.Make(r.TypeUrl).Value()
+	requestPool.Put(r.pooled)
+	r.buf, r.pooled = nil, nil
 }
