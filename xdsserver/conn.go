@@ -69,9 +69,10 @@ type watch struct {
 	sentHash  [32]byte // LDS, CDS: of the whole set
 	sentAt    time.Time
 	// held is what the proxy holds, shared with every other proxy that
-	// holds the same resources: sorted by name for EDS, RDS and Delta, in
-	// generator order for SotW LDS and CDS.
-	held []*encoded
+	// holds the same resources: sorted by name for EDS, RDS and Delta (the
+	// items of heldList), in generator order for SotW LDS and CDS.
+	held     []*encoded
+	heldList *heldList
 	// rejected: per resource, the version the proxy NACKed (EDS, RDS,
 	// Delta); last: the last SotW EDS or RDS response, to roll back on its
 	// NACK.
@@ -108,7 +109,7 @@ type sentResp struct {
 // rollback undoes r on its NACK: what it sent is marked rejected, and the
 // proxy holds again what it held before r, unless a later response
 // replaced it since. c.mu is held.
-func (w *watch) rollback(r sentResp) {
+func (w *watch) rollback(r sentResp, lists *heldLists) {
 	if w.rejected == nil {
 		w.rejected = map[string][32]byte{}
 	}
@@ -132,7 +133,15 @@ func (w *watch) rollback(r sentResp) {
 			restore(name)
 		}
 	}
-	w.held = withHeld(w.held, back, drop)
+	w.hold(lists, back, drop)
+}
+
+// hold makes w hold what it holds with each of set replacing or adding
+// the entry of its name and each name in drop removed, as a shared list
+// (heldlists.go). c.mu is held.
+func (w *watch) hold(lists *heldLists, set []*encoded, drop map[string]bool) {
+	w.heldList = lists.with(w.heldList, set, drop)
+	w.held = w.heldList.items
 }
 
 type nack struct {
@@ -271,7 +280,7 @@ func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "stale").Inc()
 		return nil // stale: the client has not seen our latest response yet
 	}
-	namesChanged := w.setNames(r)
+	namesChanged := w.setNames(r, &c.s.held)
 	// A changed subscription of EDS or RDS is answered with the resources
 	// the proxy lacks; LDS and CDS are always sent whole.
 	var only []string
@@ -289,7 +298,7 @@ func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 		c.settleSlotLocked()
 		w.nacks++
 		w.nack = &nack{Nonce: w.sentNonce, Version: w.sentVer, Message: strings.Clone(r.GetErrorDetail().GetMessage()), At: time.Now()}
-		w.rejectLast()
+		w.rejectLast(&c.s.held)
 		w.ackedVer = strings.Clone(r.GetVersionInfo())
 		c.mu.Unlock()
 		c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
@@ -318,7 +327,7 @@ func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 // changed. An ACK repeats the whole subscription (thousands of EDS
 // names); the stream's resolver made it a shared list, so an unchanged
 // subscription is the same list.
-func (w *watch) setNames(r *sotwRequest) bool {
+func (w *watch) setNames(r *sotwRequest, lists *heldLists) bool {
 	wildcard := r.list == nil
 	if wildcard == w.wildcard && r.list == w.list && (wildcard || w.names != nil) {
 		return false
@@ -333,7 +342,9 @@ func (w *watch) setNames(r *sotwRequest) bool {
 	// The client forgets what it unsubscribed: a later subscription of
 	// the same name must be answered with the resource again.
 	if incremental(w.typeURL) {
-		w.held = keepSubscribed(w.held, w.names)
+		if drop := unsubscribed(w.held, w.names); drop != nil {
+			w.hold(lists, nil, drop)
+		}
 		for name := range w.rejected {
 			if _, ok := slices.BinarySearch(w.names, name); !ok {
 				delete(w.rejected, name)
@@ -343,26 +354,21 @@ func (w *watch) setNames(r *sotwRequest) bool {
 	return true
 }
 
-// keepSubscribed returns the entries of held (sorted) whose name is in
-// names (sorted): held itself when all are, else a new slice (held may be
-// shared).
-func keepSubscribed(held []*encoded, names []string) []*encoded {
-	var out []*encoded
+// unsubscribed returns the names of held (sorted) not in names (sorted),
+// or nil.
+func unsubscribed(held []*encoded, names []string) map[string]bool {
+	var out map[string]bool
 	j := 0
-	for i, e := range held {
+	for _, e := range held {
 		for j < len(names) && names[j] < e.name {
 			j++
 		}
-		in := j < len(names) && names[j] == e.name
-		switch {
-		case !in && out == nil:
-			out = append(make([]*encoded, 0, len(held)-1), held[:i]...)
-		case in && out != nil:
-			out = append(out, e)
+		if j == len(names) || names[j] != e.name {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[e.name] = true
 		}
-	}
-	if out == nil {
-		return held
 	}
 	return out
 }

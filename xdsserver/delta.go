@@ -57,7 +57,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			c.settleSlotLocked()
 			w.nacks++
 			w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
-			w.rollback(sent)
+			w.rollback(sent, &c.s.held)
 			c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
 			c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
 				"proxy", c.proxy.ID, "type", shortType(typeURL), "error", r.GetErrorDetail().GetMessage())
@@ -115,7 +115,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 		w.list = c.s.lists.get(namesHash(names), names)
 		w.names = w.list.names
 		if len(dropped) > 0 {
-			w.held = withHeld(w.held, nil, dropped)
+			w.hold(&c.s.held, nil, dropped)
 		}
 		changed = true
 	}
@@ -194,7 +194,7 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		gone(w.held[h])
 	}
 	prev := w.held
-	w.held = withHeld(w.held, append(adopt, send...), drop)
+	w.hold(&c.s.held, append(adopt, send...), drop)
 	if len(send) == 0 && len(removed) == 0 && !force {
 		c.mu.Unlock()
 		return nil

@@ -71,36 +71,6 @@ func findHeld(held []*encoded, name string) *encoded {
 	return held[i]
 }
 
-// withHeld returns held (sorted by name) with each of set replacing or
-// adding the entry of its name, and each name in drop removed: a merge of
-// two sorted lists. Neither held nor set is altered: held may be shared
-// with debug readers.
-func withHeld(held []*encoded, set []*encoded, drop map[string]bool) []*encoded {
-	if !slices.IsSortedFunc(set, byName) {
-		set = slices.Clone(set)
-		slices.SortFunc(set, byName)
-	}
-	out := make([]*encoded, 0, len(held)+len(set))
-	i, j := 0, 0
-	for i < len(held) || j < len(set) {
-		switch {
-		case j == len(set) || (i < len(held) && held[i].name < set[j].name):
-			if !drop[held[i].name] {
-				out = append(out, held[i])
-			}
-			i++
-		case i == len(held) || set[j].name < held[i].name:
-			out = append(out, set[j])
-			j++
-		default: // same name: the new one
-			out = append(out, set[j])
-			i++
-			j++
-		}
-	}
-	return out
-}
-
 // generate runs the type's generator under the generation bound, through
 // the caches. names nil is a wildcard subscription.
 // joined, when not nil, gives the whole result framed as one buffer.

@@ -84,7 +84,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			return nil
 		}
 		w.last = sentResp{sent: send, prev: w.held}
-		w.held = withHeld(w.held, send, nil)
+		w.hold(&c.s.held, send, nil)
 	} else {
 		h := sha256.New()
 		for _, r := range res {
@@ -163,12 +163,12 @@ func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushC
 func byName(a, b *encoded) int { return strings.Compare(a.name, b.name) }
 
 // rejectLast records a NACK of the last response; c.mu is held.
-func (w *watch) rejectLast() {
+func (w *watch) rejectLast(lists *heldLists) {
 	if !incremental(w.typeURL) {
 		w.nackedHash = w.sentHash
 		return
 	}
-	w.rollback(w.last)
+	w.rollback(w.last, lists)
 	w.last = sentResp{}
 }
 

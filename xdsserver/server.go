@@ -75,6 +75,7 @@ type Server struct {
 	pushes   pushLog
 	interned *interner
 	lists    lists
+	held     heldLists
 	eds      *edsCache
 	shapes   *shapeCache
 	// assert: regenerate on cache hits and compare (cacheMismatch reports).

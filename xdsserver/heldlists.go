@@ -1,0 +1,129 @@
+package xdsserver
+
+import (
+	"encoding/binary"
+	"iter"
+	"slices"
+	"sync"
+	"weak"
+)
+
+// Held lists. Proxies subscribed to the same clusters hold the same EDS
+// resources, and a list per connection cost 2,000 proxies × 2,000
+// clusters × 8 bytes (32 MB) and as much again in garbage on every
+// endpoint push. Lists are shared by content: a connection works out the
+// identity of the list it is about to hold from the one it holds and the
+// change (a sum of the entries' content hashes; the entries are unique
+// by name and sorted, so the sum needs no order), takes the list with
+// that identity if another connection already built it, and builds it
+// only otherwise. Lists are never altered, so a response's NACK can roll
+// back to the list held before it.
+
+// heldList is an immutable list of held resources, sorted by name.
+type heldList struct {
+	items []*encoded
+	id    uint64
+}
+
+// heldLists interns heldLists by identity; entries are weak.
+type heldLists struct {
+	mu      sync.Mutex
+	m       map[uint64]weak.Pointer[heldList]
+	sweepAt int
+}
+
+func entryID(e *encoded) uint64 { return binary.LittleEndian.Uint64(e.sum[:8]) }
+
+func listID(items []*encoded) uint64 {
+	var id uint64
+	for _, e := range items {
+		id += entryID(e)
+	}
+	return id
+}
+
+// with returns the shared list holding cur's items (cur may be nil: no
+// items) with each of set replacing or adding the entry of its name and
+// each name in drop removed.
+func (l *heldLists) with(cur *heldList, set []*encoded, drop map[string]bool) *heldList {
+	var items []*encoded
+	var id uint64
+	if cur != nil {
+		items, id = cur.items, cur.id
+	}
+	if !slices.IsSortedFunc(set, byName) {
+		set = slices.SortedFunc(slices.Values(set), byName)
+	}
+	for _, e := range set {
+		if old := findHeld(items, e.name); old != nil {
+			id -= entryID(old)
+		}
+		id += entryID(e)
+	}
+	for name := range drop {
+		if old := findHeld(items, name); old != nil && findHeld(set, name) == nil {
+			id -= entryID(old)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m, l.sweepAt = map[uint64]weak.Pointer[heldList]{}, 1024
+	}
+	if p, ok := l.m[id]; ok {
+		if v := p.Value(); v != nil && equalSeq(v.items, merged(items, set, drop)) {
+			return v
+		}
+	}
+	n := &heldList{items: slices.Collect(merged(items, set, drop)), id: id}
+	l.m[id] = weak.Make(n)
+	if len(l.m) >= l.sweepAt {
+		for k, p := range l.m {
+			if p.Value() == nil {
+				delete(l.m, k)
+			}
+		}
+		l.sweepAt = 2*len(l.m) + 1024
+	}
+	return n
+}
+
+// merged yields held (sorted by name) with each of set (sorted) replacing
+// or adding the entry of its name, and each name in drop removed.
+func merged(held, set []*encoded, drop map[string]bool) iter.Seq[*encoded] {
+	return func(yield func(*encoded) bool) {
+		i, j := 0, 0
+		for i < len(held) || j < len(set) {
+			var e *encoded
+			switch {
+			case j == len(set) || (i < len(held) && held[i].name < set[j].name):
+				e = held[i]
+				i++
+				if drop[e.name] {
+					continue
+				}
+			case i == len(held) || set[j].name < held[i].name:
+				e = set[j]
+				j++
+			default: // same name: the new one
+				e = set[j]
+				i++
+				j++
+			}
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+func equalSeq(items []*encoded, seq iter.Seq[*encoded]) bool {
+	k := 0
+	for e := range seq {
+		if k == len(items) || items[k] != e {
+			return false
+		}
+		k++
+	}
+	return k == len(items)
+}
