@@ -101,29 +101,47 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			dropped[n] = true
 		}
 	}
+	// Only the added names need an answer, unless the wildcard changed or
+	// this is the type's first request.
+	var only []string
 	if len(added) > 0 || len(dropped) > 0 {
-		// One sort for the whole batch (an initial subscription names
-		// thousands of clusters at once), into a new list: the old one is
-		// shared with other connections and never altered.
-		names := make([]string, 0, len(w.names)+len(added))
-		for _, n := range w.names {
-			if !dropped[n] {
-				names = append(names, n)
-			}
-		}
-		names = slices.Compact(slices.Sorted(slices.Values(append(names, added...))))
+		// Into a new list: the old one is shared with other connections
+		// and never altered.
+		slices.Sort(added)
+		added = slices.Compact(added)
+		names := mergeNames(w.names, added, dropped)
 		w.list = c.s.lists.get(namesHash(names), names)
 		w.names = w.list.names
 		if len(dropped) > 0 {
 			w.hold(&c.s.held, nil, dropped)
 		}
+		if !changed && !w.wildcard {
+			only = added // may be empty: nothing to send
+		}
 		changed = true
 	}
 	c.mu.Unlock()
-	if changed {
-		return c.respondDelta(w, nil, first, nil)
+	if changed && (only == nil || len(only) > 0) {
+		return c.respondDelta(w, nil, first, only)
 	}
 	return nil
+}
+
+// mergeNames returns names (sorted) with added (sorted, not in names)
+// merged in and the names in drop left out.
+func mergeNames(names, added []string, drop map[string]bool) []string {
+	out := make([]string, 0, len(names)+len(added))
+	j := 0
+	for _, n := range names {
+		for j < len(added) && added[j] < n {
+			out = append(out, added[j])
+			j++
+		}
+		if !drop[n] {
+			out = append(out, n)
+		}
+	}
+	return append(out, added[j:]...)
 }
 
 // respondDelta sends what the client lacks: resources whose version it
@@ -141,13 +159,15 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		slices.SortFunc(res, byName)
 	}
 	var (
-		send, adopt []*encoded
-		removed     []string
-		drop        map[string]bool
+		// send goes out; hold is what the proxy holds anew (send and the
+		// resources it already had when it connected), in name order.
+		send, hold []*encoded
+		removed    []string
+		drop       map[string]bool
 	)
 	// gone handles a held resource the generation did not produce.
 	gone := func(e *encoded) {
-		if only != nil && !slices.Contains(only, e.name) {
+		if _, in := slices.BinarySearch(only, e.name); only != nil && !in {
 			return // not looked at in this push
 		}
 		if drop == nil {
@@ -175,7 +195,7 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 			if v, ok := w.initial[r.name]; ok {
 				delete(w.initial, r.name)
 				if v == r.version() {
-					adopt = append(adopt, r) // it had this version when it connected
+					hold = append(hold, r) // it had this version when it connected
 					continue
 				}
 			}
@@ -189,12 +209,13 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 			delete(w.rejected, r.name)
 		}
 		send = append(send, r)
+		hold = append(hold, r)
 	}
 	for ; h < len(w.held); h++ {
 		gone(w.held[h])
 	}
 	prev := w.held
-	w.hold(&c.s.held, append(adopt, send...), drop)
+	w.hold(&c.s.held, hold, drop)
 	if len(send) == 0 && len(removed) == 0 && !force {
 		c.mu.Unlock()
 		return nil

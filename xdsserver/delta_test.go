@@ -115,6 +115,9 @@ func TestDeltaNamedSubscriptionsAndInitialVersions(t *testing.T) {
 	if r2 := s.recv(); !slices.Equal(names(r2), []string{"z"}) {
 		t.Fatalf("subscribe z: %v", names(r2))
 	}
+	if asked := *e.asked.Load(); !slices.Equal(asked, []string{"z"}) {
+		t.Fatalf("subscribe z generated %v, want only z", asked)
+	}
 	// Unsubscribing sends nothing; a change then covers only what is left.
 	s.send(&discovery.DeltaDiscoveryRequest{ResourceNamesUnsubscribe: []string{"x"}})
 	pollFor(t, "unsubscribe applied", func() bool { return e.srv.Syncz()[0].Types[0].Names == 2 })

@@ -37,8 +37,10 @@ type env struct {
 	snaps *fixedSnaps
 	port  atomic.Uint32
 	// all is what a wildcard subscription gets.
-	all    atomic.Pointer[[]string]
-	gens   atomic.Int64
+	all  atomic.Pointer[[]string]
+	gens atomic.Int64
+	// asked is the names of the last generation (nil: wildcard).
+	asked  atomic.Pointer[[]string]
 	client discovery.AggregatedDiscoveryServiceClient
 }
 
@@ -51,6 +53,7 @@ func newEnv(t *testing.T) *env {
 	// them).
 	e.srv = New(e.snaps, Options{NoCache: true, Generators: map[string]gen.Generator{gen.ListenerType: func(in gen.Input) ([]gen.Resource, error) {
 		e.gens.Add(1)
+		e.asked.Store(&in.Names)
 		var out []gen.Resource
 		names := in.Names
 		if names == nil && e.all.Load() != nil {
