@@ -8,13 +8,10 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // runDelta serves one incremental (Delta) ADS stream, following the
@@ -30,25 +27,26 @@ import (
 func (p *proxy) runDelta(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := discovery.NewAggregatedDiscoveryServiceClient(p.cc).DeltaAggregatedResources(ctx)
+	stream, err := p.cc.NewStream(ctx, &discovery.AggregatedDiscoveryService_ServiceDesc.Streams[1],
+		discovery.AggregatedDiscoveryService_DeltaAggregatedResources_FullMethodName, codecOption)
 	if err != nil {
 		return err
 	}
 	first := true
-	send := func(r *discovery.DeltaDiscoveryRequest) error {
+	send := func(r *deltaRequest) error {
 		if first {
-			r.Node, first = p.node, false
+			r.node, first = p.nodeWire, false
 		}
-		return stream.Send(r)
+		return stream.SendMsg(r)
 	}
 	for _, t := range []Type{Cluster, Listener, Endpoint, Route} {
 		s := &p.st[t]
 		s.nonce, s.asked = "", false
-		r := &discovery.DeltaDiscoveryRequest{TypeUrl: t.URL(), InitialResourceVersions: s.set.versions()}
+		r := &deltaRequest{typeURL: t.URL(), initial: s.set.versions()}
 		if t.wildcard() {
-			r.ResourceNamesSubscribe = []string{"*"}
-		} else if len(s.names) > 0 {
-			r.ResourceNamesSubscribe = s.names
+			r.subscribe = wildcardNames
+		} else if s.names.len() > 0 {
+			r.subscribe = s.names
 		} else {
 			continue
 		}
@@ -58,78 +56,67 @@ func (p *proxy) runDelta(ctx context.Context) error {
 		}
 	}
 	p.connected()
+	resp := response{delta: true}
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(&resp); err != nil {
 			return err
 		}
-		if err := p.onDelta(resp, send); err != nil {
+		err := p.onDelta(&resp, send)
+		resp.release()
+		if err != nil {
 			return err
 		}
 	}
 }
 
-func (p *proxy) onDelta(resp *discovery.DeltaDiscoveryResponse, send func(*discovery.DeltaDiscoveryRequest) error) error {
-	t, ok := typeOf(resp.GetTypeUrl())
+func (p *proxy) onDelta(resp *response, send func(*deltaRequest) error) error {
+	t, ok := typeOf(resp.typeURL)
 	if !ok {
 		return nil
 	}
-	p.received(t, proto.Size(resp))
+	p.received(t, resp.size())
 	s := &p.st[t]
-	s.nonce = resp.GetNonce()
-	rs := resp.GetResources()
-	anys, names, versions := make([]*anypb.Any, len(rs)), make([]string, len(rs)), make([]string, len(rs))
-	var err error
-	for i, r := range rs {
-		anys[i], names[i], versions[i] = r.GetResource(), r.GetName(), r.GetVersion()
-		if names[i] == "" && r.GetResource() != nil {
-			err = errors.New("delta resource without a name")
-		}
-	}
-	var put map[string]entry
-	if err == nil {
-		put, err = p.collect(t, anys, names, versions)
-	}
-	if err == nil {
-		for n, e := range put {
-			if e.res.Name != n {
-				err = fmt.Errorf("resource named %q holds %q", n, e.res.Name)
-				break
-			}
-		}
+	s.nonce = resp.nonce
+	set, err := p.f.in.apply(t, s.set, resp, false)
+	if errors.Is(err, errMalformed) {
+		return err
 	}
 	if err != nil {
 		p.nacked()
-		return send(&discovery.DeltaDiscoveryRequest{
-			TypeUrl: t.URL(), ResponseNonce: s.nonce,
-			ErrorDetail: &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()},
-		})
+		return send(&deltaRequest{typeURL: t.URL(), nonce: s.nonce, err: err})
 	}
-	set := p.f.in.update(t, s.set, put, resp.GetRemovedResources(), false)
 	if !t.wildcard() {
 		set = p.f.in.keepOnly(set, s.names)
 	}
-	s.set, s.version = set, resp.GetSystemVersionInfo()
-	if err := send(&discovery.DeltaDiscoveryRequest{TypeUrl: t.URL(), ResponseNonce: s.nonce}); err != nil {
+	s.set, s.version = set, resp.version
+	if err := send(&deltaRequest{typeURL: t.URL(), nonce: s.nonce}); err != nil {
 		return err
 	}
 	p.publish(t, time.Now())
 	switch t {
 	case Cluster:
-		return p.resubscribeDelta(Endpoint, set.Deps(), send)
+		return p.resubscribeDelta(Endpoint, set.depList(), send)
 	case Listener:
-		return p.resubscribeDelta(Route, set.Deps(), send)
+		return p.resubscribeDelta(Route, set.depList(), send)
 	}
 	return nil
 }
 
 // resubscribeDelta sends what changed in t's subscription, and forgets
 // the resources unsubscribed from (the server need not confirm those).
-func (p *proxy) resubscribeDelta(t Type, names []string, send func(*discovery.DeltaDiscoveryRequest) error) error {
+func (p *proxy) resubscribeDelta(t Type, names *nameList, send func(*deltaRequest) error) error {
 	s := &p.st[t]
-	add, del := diff(s.names, names)
-	if len(add) == 0 && len(del) == 0 {
+	if names == s.names {
 		return nil
+	}
+	add, del := diff(s.names.list(), names.list())
+	if len(add) == 0 && len(del) == 0 {
+		s.names = names // the same names: later checks compare pointers
+		return nil
+	}
+	sub := newNameList(add)
+	if len(add) == names.len() {
+		sub = names // everything is new: the shared list and its encoding
 	}
 	s.names = names
 	if kept := p.f.in.keepOnly(s.set, names); kept != s.set {
@@ -137,7 +124,7 @@ func (p *proxy) resubscribeDelta(t Type, names []string, send func(*discovery.De
 		p.publish(t, time.Time{})
 	}
 	s.asked = true
-	return send(&discovery.DeltaDiscoveryRequest{TypeUrl: t.URL(), ResourceNamesSubscribe: add, ResourceNamesUnsubscribe: del})
+	return send(&deltaRequest{typeURL: t.URL(), subscribe: sub, unsubscribe: newNameList(del)})
 }
 
 // ErrUnsupported is returned by Probe when the server does not serve the

@@ -2,7 +2,6 @@ package load
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Record is what one simulated proxy saw. Times are zero until they
@@ -40,10 +38,10 @@ type Record struct {
 // touches it.
 type typeState struct {
 	set     *Set
-	version string // SotW: last accepted version_info; Delta: system_version_info
-	nonce   string // last nonce received on the current stream
-	names   []string
-	asked   bool // a request for the type went out on the current stream
+	version string    // SotW: last accepted version_info; Delta: system_version_info
+	nonce   string    // last nonce received on the current stream
+	names   *nameList // the names subscribed to, of a non-wildcard type
+	asked   bool      // a request for the type went out on the current stream
 }
 
 // proxy is one simulated Envoy with its own stream.
@@ -51,8 +49,10 @@ type proxy struct {
 	f    *Fleet
 	idx  int
 	node *corev3.Node
-	cc   *grpc.ClientConn
-	st   [numTypes]typeState
+	// nodeWire is node encoded, for the first request of each stream.
+	nodeWire []byte
+	cc       *grpc.ClientConn
+	st       [numTypes]typeState
 
 	mu    sync.Mutex // guards acked and rec
 	acked [numTypes]*Set
@@ -156,35 +156,6 @@ func (p *proxy) record() Record {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.rec
-}
-
-var errDuplicate = errors.New("duplicate resource name")
-
-// collect decodes a response's resources into entries by name.
-func (p *proxy) collect(t Type, anys []*anypb.Any, names []string, versions []string) (map[string]entry, error) {
-	put := make(map[string]entry, len(anys))
-	for i, a := range anys {
-		if a == nil {
-			continue // a Delta TTL heartbeat: nothing changes
-		}
-		r, err := p.f.in.resource(t, a)
-		if err != nil {
-			return nil, err
-		}
-		name := r.Name
-		if names != nil && names[i] != "" {
-			name = names[i]
-		}
-		if _, dup := put[name]; dup {
-			return nil, errors.Join(errDuplicate, errors.New(name))
-		}
-		var v string
-		if versions != nil {
-			v = versions[i]
-		}
-		put[name] = entry{res: r, version: v}
-	}
-	return put, nil
 }
 
 // diff returns the names in next and not in prev, and the reverse; both

@@ -60,14 +60,7 @@ func (v View) Configured() bool {
 	if v.sets[Cluster] == nil || v.sets[Listener] == nil {
 		return false
 	}
-	for _, pair := range [][2]Type{{Cluster, Endpoint}, {Listener, Route}} {
-		for _, n := range v.sets[pair[0]].Deps() {
-			if v.sets[pair[1]].Get(n) == nil {
-				return false
-			}
-		}
-	}
-	return true
+	return v.sets[Endpoint].holdsAll(v.sets[Cluster].depList()) && v.sets[Route].holdsAll(v.sets[Listener].depList())
 }
 
 // Predicate is a condition on a proxy's ACKed state. It is called from
