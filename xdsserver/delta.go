@@ -165,6 +165,7 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		removed    []string
 		drop       map[string]bool
 	)
+	send, hold = make([]*encoded, 0, len(res)), make([]*encoded, 0, len(res))
 	// gone handles a held resource the generation did not produce.
 	gone := func(e *encoded) {
 		if _, in := slices.BinarySearch(only, e.name); only != nil && !in {

@@ -139,9 +139,51 @@ type codec struct{ proto encoding.CodecV2 }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if m, ok := v.(*rawMsg); ok {
-		return m.parts, nil
+		return coalesce(m.parts), nil
 	}
 	return c.proto.Marshal(v)
+}
+
+// chunkSize is what small parts are copied together into: an HTTP/2
+// frame's worth.
+const chunkSize = 16 << 10
+
+// coalesce copies runs of small parts into pooled chunks. A response of
+// thousands of small resources (an initial EDS or Delta response) would
+// otherwise reach gRPC's writer as thousands of slices, gathered again
+// for every frame; large parts (the joined buffers every proxy shares)
+// go as they are. gRPC frees the chunks back to the pool once written.
+func coalesce(parts mem.BufferSlice) mem.BufferSlice {
+	if len(parts) <= 16 {
+		return parts
+	}
+	pool := mem.DefaultBufferPool()
+	out := make(mem.BufferSlice, 0, 8)
+	var cur *[]byte
+	flush := func() {
+		if cur != nil {
+			out = append(out, mem.NewBuffer(cur, pool))
+			cur = nil
+		}
+	}
+	for _, p := range parts {
+		b := p.ReadOnlyData()
+		if len(b) >= chunkSize/2 {
+			flush()
+			out = append(out, p)
+			continue
+		}
+		if cur != nil && len(*cur)+len(b) > cap(*cur) {
+			flush()
+		}
+		if cur == nil {
+			cur = pool.Get(chunkSize)
+			*cur = (*cur)[:0]
+		}
+		*cur = append(*cur, b...)
+	}
+	flush()
+	return out
 }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
