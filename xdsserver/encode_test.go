@@ -12,9 +12,9 @@ import (
 // chunks of at most a frame and passes large parts through untouched.
 func TestCoalesce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for round := range 50 {
+	for round := range 20 {
 		var parts mem.BufferSlice
-		for range rng.IntN(3000) {
+		for range rng.IntN(1500) {
 			n := rng.IntN(400)
 			if rng.IntN(100) == 0 {
 				n = chunkSize/2 + rng.IntN(3*chunkSize)
