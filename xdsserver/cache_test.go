@@ -2,6 +2,8 @@ package xdsserver
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,11 +13,14 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+	"github.com/baremesh/baremesh/xdsserver/gen/lds"
 )
 
 // cacheEnv serves EDS from a stand-in generator whose output the test
@@ -146,5 +151,85 @@ func TestShapeCache(t *testing.T) {
 	defer a.mu.Unlock()
 	if len(a.mismatch) != 1 {
 		t.Fatalf("assertion reports = %v, want one (the generator read the proxy ID)", a.mismatch)
+	}
+}
+
+// TestShapeCacheDNSAutoAllocate: a proxy that asks for allocated service
+// addresses (DNS_CAPTURE and DNS_AUTO_ALLOCATE) and one that does not get
+// different listeners for a ServiceEntry without addresses, so the flag is
+// part of the shape key: with the real LDS generator and the assertion
+// on, neither is served the other's cached output.
+func TestShapeCacheDNSAutoAllocate(t *testing.T) {
+	pc, err := gentest.Build([]byte(`
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: db, namespace: ns}
+spec:
+  hosts: [db.example.com]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := &fixedSnaps{}
+	snaps.pc.Store(pc)
+	var mu sync.Mutex
+	var mismatch []string
+	srv := New(snaps, Options{CacheAssert: true, OnCacheMismatch: func(m string) {
+		mu.Lock()
+		mismatch = append(mismatch, m)
+		mu.Unlock()
+	}, Generators: map[string]gen.Generator{gen.ListenerType: lds.Generate}})
+	client := serveForTest(t, srv)
+	fetch := func(ip string, md map[string]string) []string {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := client.StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := map[string]*structpb.Value{}
+		for k, v := range md {
+			fields[k] = structpb.NewStringValue(v)
+		}
+		node := &corev3.Node{Id: "sidecar~" + ip + "~p.ns~ns.svc.cluster.local", Metadata: &structpb.Struct{Fields: fields}}
+		if err := st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: gen.ListenerType}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, a := range r.GetResources() {
+			var l listenerv3.Listener
+			if err := a.UnmarshalTo(&l); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(l.GetName(), "_5432") {
+				names = append(names, l.GetName())
+			}
+		}
+		return names
+	}
+	allocate := map[string]string{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true"}
+	var plain, allocated []string
+	for i := range 2 { // the second round hits the cache
+		plain = fetch("10.0.0.1"+strconv.Itoa(i), map[string]string{"DNS_CAPTURE": "true"})
+		allocated = fetch("10.0.0.2"+strconv.Itoa(i), allocate)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(mismatch) != 0 {
+		t.Fatalf("cache assertion: %v", mismatch)
+	}
+	if len(plain) != 1 || plain[0] != "0.0.0.0_5432" {
+		t.Errorf("without DNS_AUTO_ALLOCATE: listeners %v, want [0.0.0.0_5432]", plain)
+	}
+	if len(allocated) != 1 || !strings.HasPrefix(allocated[0], "240.240.") {
+		t.Errorf("with DNS_CAPTURE and DNS_AUTO_ALLOCATE: listeners %v, want the allocated address's", allocated)
 	}
 }

@@ -51,9 +51,6 @@ type conn struct {
 	// curRecs are the pushes being handled; only the loop goroutine
 	// touches it.
 	curRecs []*pushRecord
-	// slot: the connection holds an in-flight slot (inflight.go).
-	slot    bool
-	slotGen int
 }
 
 // watch is the state of one type on one connection.
@@ -194,7 +191,6 @@ func serveConn[R any](s *Server, ctx context.Context, node *corev3.Node, attach 
 	}
 	s.addConn(c)
 	defer s.removeConn(c)
-	defer func() { c.mu.Lock(); c.releaseSlotLocked(); c.mu.Unlock() }()
 	log := s.log.With("proxy", proxy.ID, "peer", c.peer)
 	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace, "delta", c.delta != nil)
 	defer log.Info("proxy disconnected")
@@ -295,7 +291,6 @@ func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 		return c.respond(w, nil, true, nil) // initial request, or a reconnect
 	case r.GetErrorDetail() != nil:
 		w.awaitingAck = false
-		c.settleSlotLocked()
 		w.nacks++
 		w.nack = &nack{Nonce: w.sentNonce, Version: w.sentVer, Message: strings.Clone(r.GetErrorDetail().GetMessage()), At: time.Now()}
 		w.rejectLast(&c.s.held)
@@ -312,7 +307,6 @@ func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
 		w.acks++
 		w.ackedVer, w.ackedAt = strings.Clone(r.GetVersionInfo()), time.Now()
 		w.awaitingAck, w.last = false, sentResp{}
-		c.settleSlotLocked()
 		c.observeConvergence(w)
 		c.mu.Unlock()
 		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()

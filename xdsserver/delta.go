@@ -9,6 +9,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -54,7 +55,6 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			// an ACK of a response we no longer track: nothing to do
 		case r.GetErrorDetail() != nil:
 			w.awaitingAck = false
-			c.settleSlotLocked()
 			w.nacks++
 			w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
 			w.rollback(sent, &c.s.held)
@@ -66,7 +66,6 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			w.ackedVer, w.ackedAt = w.sentVer, time.Now()
 			if nonce == w.sentNonce {
 				w.awaitingAck = false
-				c.settleSlotLocked()
 			}
 			c.observeConvergence(w)
 			c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
@@ -149,11 +148,10 @@ func mergeNames(names, added []string, drop map[string]bool) []string {
 // when there is nothing to send (a first request for a type).
 // only, if not nil, narrows the work to those names (an endpoint push).
 func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []string) error {
-	pc, res, _, release, ok := c.begin(w, req, only)
+	pc, res, _, ok := c.begin(w, req, only)
 	if !ok {
 		return nil
 	}
-	defer release()
 	if !slices.IsSortedFunc(res, byName) {
 		res = slices.Clone(res)
 		slices.SortFunc(res, byName)
@@ -217,6 +215,10 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 	}
 	prev := w.held
 	w.hold(&c.s.held, hold, drop)
+	var joined mem.Buffer
+	if len(send) > 0 && len(send) == len(w.held) {
+		joined = w.heldList.deltaJoined() // the proxy's whole list goes out
+	}
 	if len(send) == 0 && len(removed) == 0 && !force {
 		c.mu.Unlock()
 		return nil
@@ -232,5 +234,5 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 	}
 	w.notePushStart(req)
 	c.mu.Unlock()
-	return c.sendMsg(w, deltaMsg(version, w.typeURL, nonce, send, removed))
+	return c.sendMsg(w, deltaMsg(version, w.typeURL, nonce, send, joined, removed))
 }

@@ -149,13 +149,14 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 const chunkSize = 16 << 10
 
 // coalesce copies runs of small parts into pooled chunks. A response of
-// thousands of small resources (an initial EDS or Delta response) would
-// otherwise reach gRPC's writer as thousands of slices, gathered again
-// for every frame; large parts (the joined buffers every proxy shares)
-// go as they are. gRPC frees the chunks back to the pool once written.
+// thousands of small resources that is not a whole shared list (those go
+// joined, heldlists.go) would otherwise reach gRPC's writer as thousands
+// of slices, and its writer allocates for a frame of more than 64; large
+// parts go as they are. gRPC frees the chunks back to the pool once
+// written.
 func coalesce(parts mem.BufferSlice) mem.BufferSlice {
-	if len(parts) <= 16 {
-		return parts
+	if len(parts) <= 64 {
+		return parts // gRPC's writer handles up to 64 slices a frame without allocating
 	}
 	pool := mem.DefaultBufferPool()
 	out := make(mem.BufferSlice, 0, 8)
@@ -245,11 +246,16 @@ func sotwMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer) 
 // deltaMsg frames a DeltaDiscoveryResponse: system_version_info 1,
 // resources 2 (Resource: version 1, resource 2, name 3), type_url 4,
 // nonce 5, removed_resources 6.
-func deltaMsg(version, typeURL, nonce string, res []*encoded, removed []string) *rawMsg {
+// joined, if not nil, is res framed as one buffer.
+func deltaMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer, removed []string) *rawMsg {
 	parts := make(mem.BufferSlice, 0, len(res)+3)
 	parts = append(parts, stringBuf(1, version))
-	for _, e := range res {
-		parts = append(parts, e.deltaBuf())
+	if joined != nil {
+		parts = append(parts, joined)
+	} else {
+		for _, e := range res {
+			parts = append(parts, e.deltaBuf())
+		}
 	}
 	parts = append(parts, stringBuf(4, typeURL), stringBuf(5, nonce))
 	if len(removed) > 0 {

@@ -30,7 +30,7 @@ func TestCoalesce(t *testing.T) {
 		if !bytes.Equal(got.Materialize(), want) {
 			t.Fatalf("round %d: coalesced bytes differ", round)
 		}
-		if len(parts) <= 16 {
+		if len(parts) <= 64 {
 			continue
 		}
 		// A chunk is flushed when the next small part does not fit (it

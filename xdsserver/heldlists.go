@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"weak"
+
+	"google.golang.org/grpc/mem"
 )
 
 // Held lists. Proxies subscribed to the same clusters hold the same EDS
@@ -23,6 +25,34 @@ import (
 type heldList struct {
 	items []*encoded
 	id    uint64
+	// The items framed for a SotW and a Delta response in one buffer each,
+	// made on first use and shared by every connection that sends the
+	// whole list (an initial response): gRPC's writer then handles one
+	// part, not thousands.
+	sotwOnce, deltaOnce sync.Once
+	sotw, delta         mem.Buffer
+}
+
+func (l *heldList) sotwJoined() mem.Buffer {
+	l.sotwOnce.Do(func() { l.sotw = joinFramed(l.items, func(e *encoded) []byte { return e.framed }) })
+	return l.sotw
+}
+
+func (l *heldList) deltaJoined() mem.Buffer {
+	l.deltaOnce.Do(func() { l.delta = joinFramed(l.items, func(e *encoded) []byte { return e.deltaBuf().ReadOnlyData() }) })
+	return l.delta
+}
+
+func joinFramed(items []*encoded, framed func(*encoded) []byte) mem.Buffer {
+	n := 0
+	for _, e := range items {
+		n += len(framed(e))
+	}
+	b := make([]byte, 0, n)
+	for _, e := range items {
+		b = append(b, framed(e)...)
+	}
+	return mem.SliceBuffer(b)
 }
 
 // heldLists interns heldLists by identity; entries are weak.

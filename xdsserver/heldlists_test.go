@@ -1,6 +1,7 @@
 package xdsserver
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
@@ -9,7 +10,8 @@ import (
 )
 
 func heldEntry(name string, version int) *encoded {
-	return &encoded{name: name, sum: sha256.Sum256(fmt.Appendf(nil, "%s/%d", name, version))}
+	body := fmt.Appendf(nil, "%s/%d", name, version)
+	return &encoded{name: name, sum: sha256.Sum256(body), framed: body}
 }
 
 // naiveWith is what heldLists.with must return, written plainly.
@@ -66,6 +68,13 @@ func TestHeldListsShareAndMerge(t *testing.T) {
 		}
 		if a.id != listID(a.items) {
 			t.Fatalf("step %d: id %x, want %x", step, a.id, listID(a.items))
+		}
+		var framed []byte
+		for _, e := range a.items {
+			framed = append(framed, e.framed...)
+		}
+		if got := a.sotwJoined().ReadOnlyData(); !bytes.Equal(got, framed) {
+			t.Fatalf("step %d: joined %q, want %q", step, got, framed)
 		}
 	}
 }

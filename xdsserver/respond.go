@@ -25,12 +25,12 @@ func incremental(typeURL string) bool { return typeURL == gen.EndpointType || ty
 // an answer). only, if not nil, narrows generation to those names (an
 // endpoint push regenerates only the clusters of changed services).
 func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) error {
-	pc, res, joined, release, ok := c.begin(w, req, only)
+	pc, res, joined, ok := c.begin(w, req, only)
 	if !ok {
 		return nil
 	}
-	defer release()
 	var send []*encoded
+	var whole func() mem.Buffer
 	if incremental(w.typeURL) {
 		if !slices.IsSortedFunc(res, byName) {
 			res = slices.Clone(res)
@@ -85,6 +85,9 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 		}
 		w.last = sentResp{sent: send, prev: w.held}
 		w.hold(&c.s.held, send, nil)
+		if len(send) == len(w.held) {
+			whole = w.heldList.sotwJoined // the proxy's whole list goes out
+		}
 	} else {
 		h := sha256.New()
 		for _, r := range res {
@@ -110,33 +113,23 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 	w.notePushStart(req)
 	c.mu.Unlock()
 	var one mem.Buffer
-	if joined != nil && len(send) == len(res) {
+	switch {
+	case joined != nil && len(send) == len(res):
 		one = joined() // everything generated goes out: one shared buffer
+	case whole != nil:
+		one = whole()
 	}
 	return c.sendMsg(w, sotwMsg(version, w.typeURL, nonce, send, one))
 }
 
-// begin starts a response for w: it takes an in-flight slot (requests
-// and full pushes; endpoint pushes are small) and generates the
-// subscription (or only those names). It returns with c.mu held and
-// release to call when done; ok is false (nothing held) when there is no
-// snapshot yet or generation failed (recorded on w; the proxy keeps its
-// last config).
-func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushContext, res []*encoded, joined func() mem.Buffer, release func(), ok bool) {
+// begin starts a response for w: it generates the subscription (or only
+// those names). It returns with c.mu held; ok is false (nothing held)
+// when there is no snapshot yet or generation failed (recorded on w; the
+// proxy keeps its last config).
+func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushContext, res []*encoded, joined func() mem.Buffer, ok bool) {
 	pc = c.s.snaps.Current()
 	if pc == nil {
-		return nil, nil, nil, nil, false // not ready: the first push will answer
-	}
-	slot := req == nil || req.Full
-	if slot {
-		c.acquireSlot()
-	}
-	release = func() {
-		if slot {
-			c.mu.Lock()
-			c.settleSlotLocked()
-			c.mu.Unlock()
-		}
+		return nil, nil, nil, false // not ready: the first push will answer
 	}
 	c.mu.Lock()
 	names := w.names
@@ -152,12 +145,11 @@ func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushC
 	if err != nil {
 		w.genErr = err.Error()
 		c.mu.Unlock()
-		release()
 		c.s.log.Error("generation failed; proxy keeps its last config", "proxy", c.proxy.ID, "type", shortType(w.typeURL), "err", err)
-		return nil, nil, nil, nil, false
+		return nil, nil, nil, false
 	}
 	w.genErr = ""
-	return pc, res, joined, release, true
+	return pc, res, joined, true
 }
 
 func byName(a, b *encoded) int { return strings.Compare(a.name, b.name) }

@@ -44,13 +44,13 @@ type Options struct {
 	// once (not how many may connect); default 2×GOMAXPROCS.
 	MaxConcurrentGeneration int
 	// MaxConcurrentSends bounds responses being written at once; default
-	// 64.
+	// 64. gRPC's Send returns once most of a response is on the wire (its
+	// per-stream write quota is 64 KB), and responses are made of buffers
+	// shared by all proxies, so this also bounds what a connect storm
+	// holds in per-proxy send buffers.
 	MaxConcurrentSends int
-	// MaxInFlight bounds the connections with unACKed responses (see
-	// inflight.go); default 32.
-	MaxInFlight int
-	Logger      *slog.Logger
-	Registerer  prometheus.Registerer
+	Logger             *slog.Logger
+	Registerer         prometheus.Registerer
 	// NoCache turns the generation caches off. CacheAssert regenerates on every
 	// cache hit and panics on a difference (default: the environment
 	// variable BAREMESH_CACHE_ASSERT=1).
@@ -70,7 +70,6 @@ type Server struct {
 	metrics *metrics
 	genSem  chan struct{}
 	sendSem chan struct{}
-	slots   chan struct{}
 
 	pushes   pushLog
 	interned *interner
@@ -97,9 +96,6 @@ func New(snaps Snapshots, opts Options) *Server {
 	}
 	if opts.MaxConcurrentSends <= 0 {
 		opts.MaxConcurrentSends = 64
-	}
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = 32
 	}
 	s := &Server{
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},

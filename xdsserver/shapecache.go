@@ -27,15 +27,19 @@ type shapeKey struct {
 	labels       string
 	proxyless    bool
 	istioVersion string
-	ips          string // only the IPs that some endpoint is at
-	endpoints    uint64 // endpoint index generation, when ips is set
-	names        uint64 // hash of the subscribed names; 0 for wildcard
-	wildcard     bool
+	// dnsAutoAllocate: whether the proxy sees allocated service
+	// addresses (listener addresses, RDS names and domains follow it).
+	dnsAutoAllocate bool
+	ips             string // only the IPs that some endpoint is at
+	endpoints       uint64 // endpoint index generation, when ips is set
+	names           uint64 // hash of the subscribed names; 0 for wildcard
+	wildcard        bool
 }
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
 	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
-		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioVersion: p.IstioVersion, wildcard: names == nil}
+		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
+		wildcard: names == nil}
 	var ips []string
 	for _, ip := range p.IPs {
 		if pc.Endpoints.HasAddress(ip) {
@@ -55,7 +59,8 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []str
 // proxy is the proxy a cached generation sees: the key's fields only.
 func (k shapeKey) proxy() *gen.Proxy {
 	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
-		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioVersion: k.istioVersion, Metadata: map[string]string{}}
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioVersion: k.istioVersion, DNSAutoAllocate: k.dnsAutoAllocate,
+		Metadata: map[string]string{}}
 	if k.ips != "" {
 		p.IPs = strings.Split(k.ips, ",")
 	}

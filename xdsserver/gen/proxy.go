@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -37,6 +38,14 @@ type Proxy struct {
 	WorkloadName   string
 	ServiceAccount string
 	Locality       *corev3.Locality
+	// DNSAutoAllocate is set when the proxy resolves names itself and
+	// asks for allocated service addresses: metadata DNS_CAPTURE and
+	// DNS_AUTO_ALLOCATE both true (ISTIO_META_DNS_CAPTURE and
+	// ISTIO_META_DNS_AUTO_ALLOCATE in the proxy's environment). Only such
+	// a proxy sees the address allocated to a ServiceEntry without
+	// addresses; to any other the service has none (istiod's
+	// Service.GetAddressForProxy).
+	DNSAutoAllocate bool
 	// Metadata is the raw node metadata, for fields generators need later.
 	Metadata map[string]string
 }
@@ -44,7 +53,8 @@ type Proxy struct {
 // ParseNode reads a proxy from an xDS Node with Istio's conventions: the
 // ID is "TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN", metadata carries
 // LABELS, NAMESPACE, INSTANCE_IPS, ISTIO_VERSION, CLUSTER_ID, NETWORK,
-// WORKLOAD_NAME, SERVICE_ACCOUNT, GENERATOR. A Node without an Istio ID
+// WORKLOAD_NAME, SERVICE_ACCOUNT, GENERATOR, DNS_CAPTURE and
+// DNS_AUTO_ALLOCATE. A Node without an Istio ID
 // (a proxyless gRPC client with a plain bootstrap) is a proxyless sidecar
 // in the namespace its metadata gives, else "default".
 func ParseNode(n *corev3.Node) (*Proxy, error) {
@@ -107,8 +117,16 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 	p.Network = p.Metadata["NETWORK"]
 	p.WorkloadName = p.Metadata["WORKLOAD_NAME"]
 	p.ServiceAccount = p.Metadata["SERVICE_ACCOUNT"]
+	p.DNSAutoAllocate = metadataBool(p.Metadata["DNS_CAPTURE"]) && metadataBool(p.Metadata["DNS_AUTO_ALLOCATE"])
 	if p.DNSDomain == "" {
 		p.DNSDomain = p.Namespace + ".svc.cluster.local"
 	}
 	return p, nil
+}
+
+// metadataBool reads a boolean node metadata value, a string as Istio's
+// StringBool takes it ("true", "1", "True", ...); anything else is false.
+func metadataBool(s string) bool {
+	b, err := strconv.ParseBool(s)
+	return err == nil && b
 }

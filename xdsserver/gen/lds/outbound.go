@@ -18,11 +18,16 @@ import (
 // outboundListeners builds one listener per service port, Istio's way:
 // "0.0.0.0_PORT" for HTTP (RDS "PORT", shared by every HTTP service on
 // the port), "ADDR_PORT" for TCP, TLS and auto-detected ports of services
-// with an address, "0.0.0.0_PORT" for those without. They do not bind:
+// with an address, "0.0.0.0_PORT" for those without (an auto-detected
+// one then routes HTTP by RDS "PORT", as an HTTP port does). A service
+// has an address as the proxy sees it (scope.ServiceAddress): an
+// allocated one only for a proxy that asks for it. They do not bind:
 // virtualOutbound hands connections to them. When two services claim the
 // same listener, the first (snapshot order) wins, except that TLS
-// services without an address share one listener by SNI. Listeners are
-// sorted by name.
+// services without an address share one listener by SNI: so does istiod,
+// whose second match-all TCP chain on a listener conflicts with the
+// first and is dropped (mergeTCPFilterChains). Listeners are sorted by
+// name.
 func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	byName := map[string]*listenerv3.Listener{}
 	sni := map[string][]string{} // listener name -> server names used
@@ -46,9 +51,15 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 		return l, true
 	}
 	for _, svc := range v.Services {
-		addr := scope.ServiceAddress(svc)
+		// addr is the service's address for this proxy, bind the
+		// listener address of its TCP, TLS and auto-detected ports.
+		addr := scope.ServiceAddress(v.Proxy, svc)
+		bind := addr
+		if addr == "" {
+			bind = "0.0.0.0"
+		}
 		for _, p := range svc.Ports {
-			switch scope.ListenerProtocol(svc, p) {
+			switch scope.ListenerProtocol(p) {
 			case scope.ListenHTTP:
 				if l, fresh := newListener("0.0.0.0", p.Number); fresh {
 					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
@@ -56,18 +67,12 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					}}}
 				}
 			case scope.ListenTCP:
-				if addr == "" {
-					addr = "0.0.0.0"
-				}
-				if l, fresh := newListener(addr, p.Number); fresh {
+				if l, fresh := newListener(bind, p.Number); fresh {
 					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, outboundCluster(svc, p)))}}}
 				}
 			case scope.ListenTLS:
 				shared := addr == ""
-				if shared {
-					addr = "0.0.0.0"
-				}
-				l, fresh := newListener(addr, p.Number)
+				l, fresh := newListener(bind, p.Number)
 				if !fresh && !shared {
 					continue
 				}
@@ -95,13 +100,22 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					Filters:          filters,
 				})
 			case scope.ListenAuto:
-				if l, fresh := newListener(addr, p.Number); fresh {
+				if l, fresh := newListener(bind, p.Number); fresh {
+					// With an address the service has its own route config
+					// "host:port"; without, HTTP goes by the port's shared
+					// one, "PORT" (istiod names it so on a wildcard bind).
+					var route string
+					if addr != "" {
+						route = gen.HostPort(svc.Hostname, p.Number)
+					} else {
+						route = gen.PortName(p.Number)
+					}
 					stat := outboundCluster(svc, p)
 					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector(), httpInspector()}
 					l.FilterChains = []*listenerv3.FilterChain{{
 						Name:             stat + "-http",
 						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: []string{"http/1.1", "h2c"}},
-						Filters:          []*listenerv3.Filter{hcmFilter(hcmRDS("outbound_"+addr+"_"+gen.PortName(p.Number), gen.HostPort(svc.Hostname, p.Number)))},
+						Filters:          []*listenerv3.Filter{hcmFilter(hcmRDS("outbound_"+bind+"_"+gen.PortName(p.Number), route))},
 					}}
 					l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat))}}
 				}

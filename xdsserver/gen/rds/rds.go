@@ -67,8 +67,9 @@ func newView(in gen.Input) *scope.View {
 
 // RouteNames lists the route configurations the proxy's listeners refer
 // to, as LDS names them: for sidecars the port of every visible HTTP
-// service port and "host:port" for auto-detected ports with an address;
-// for gateways the route names of their HTTP servers. Proxyless clients
+// service port and of auto-detected ports of services without an address
+// (for this proxy), "host:port" for auto-detected ports with one; for
+// gateways the route names of their HTTP servers. Proxyless clients
 // name their own.
 func RouteNames(v *scope.View) []string {
 	seen := map[string]bool{}
@@ -93,11 +94,15 @@ func RouteNames(v *scope.View) []string {
 	default:
 		for _, svc := range v.Services {
 			for _, p := range svc.Ports {
-				switch scope.ListenerProtocol(svc, p) {
+				switch scope.ListenerProtocol(p) {
 				case scope.ListenHTTP:
 					add(gen.PortName(p.Number))
 				case scope.ListenAuto:
-					add(gen.HostPort(svc.Hostname, p.Number))
+					if scope.ServiceAddress(v.Proxy, svc) != "" {
+						add(gen.HostPort(svc.Hostname, p.Number))
+					} else {
+						add(gen.PortName(p.Number))
+					}
 				}
 			}
 		}
@@ -105,8 +110,9 @@ func RouteNames(v *scope.View) []string {
 	return out
 }
 
-// sidecarRoute builds "PORT" (every HTTP service on that port) or
-// "host:port" (one auto-detected service port).
+// sidecarRoute builds "PORT" (every HTTP or auto-detected service port
+// on that port) or "host:port" (one auto-detected port of a service with
+// an address).
 func sidecarRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	if port, err := strconv.ParseUint(name, 10, 32); err == nil {
 		return portRoute(v, name, uint32(port))
@@ -124,7 +130,7 @@ func sidecarRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 		return nil
 	}
 	p, ok := svc.Port(uint32(port))
-	if !ok || scope.ListenerProtocol(svc, p) != scope.ListenAuto {
+	if !ok || scope.ListenerProtocol(p) != scope.ListenAuto || scope.ServiceAddress(v.Proxy, svc) == "" {
 		return nil
 	}
 	vb := newVhostBuilder(v, uint32(port))
@@ -132,11 +138,18 @@ func sidecarRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
 }
 
+// portRoute is the route config "PORT" of the listener "0.0.0.0_PORT":
+// a virtual host for every visible service whose port is HTTP or
+// auto-detected, with or without an address, as istiod lists them
+// (port.Protocol.IsHTTP() or sniffed); then VirtualService-only hosts
+// and the catch-all.
 func portRoute(v *scope.View, name string, port uint32) *routev3.RouteConfiguration {
 	vb := newVhostBuilder(v, port)
 	for _, svc := range v.Services {
-		if p, ok := svc.Port(port); ok && scope.ListenerProtocol(svc, p) == scope.ListenHTTP {
-			vb.service(svc)
+		if p, ok := svc.Port(port); ok {
+			if lp := scope.ListenerProtocol(p); lp == scope.ListenHTTP || lp == scope.ListenAuto {
+				vb.service(svc)
+			}
 		}
 	}
 	vb.vsOnlyHosts()

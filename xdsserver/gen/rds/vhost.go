@@ -126,7 +126,7 @@ func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
 		}
 	}
 	if !strings.HasPrefix(svc.Hostname, "*") {
-		for _, a := range svc.Addresses {
+		for _, a := range scope.Addresses(v.Proxy, svc) {
 			if scope.UsableAddress(a) {
 				names = append(names, a)
 			}

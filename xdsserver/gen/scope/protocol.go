@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // Listen says how a sidecar's outbound listener serves a service port.
@@ -20,17 +21,17 @@ const (
 	// ListenTLS: SNI-matched tcp_proxy chains on "ADDR_PORT".
 	ListenTLS
 	// ListenAuto: protocol sniffing on "ADDR_PORT": HTTP to RDS
-	// "host:port", anything else to tcp_proxy.
+	// "host:port", anything else to tcp_proxy; without an address on
+	// "0.0.0.0_PORT" with RDS "PORT", as Istio shares it.
 	ListenAuto
 	// ListenNone: not served (UDP).
 	ListenNone
 )
 
 // ListenerProtocol decides how a port is served. An auto-detected port
-// of a service without an address is served as TCP: without a
-// destination address there is nothing to tell services apart but the
-// port, and sniffing on a shared wildcard listener is not done here.
-func ListenerProtocol(svc *model.Service, p model.Port) Listen {
+// is sniffed whether or not its service has an address; the listener's
+// address and route config name follow the address (ListenAuto).
+func ListenerProtocol(p model.Port) Listen {
 	switch {
 	case p.Protocol.IsHTTP():
 		return ListenHTTP
@@ -38,20 +39,34 @@ func ListenerProtocol(svc *model.Service, p model.Port) Listen {
 		return ListenTLS
 	case p.Protocol == model.UDP:
 		return ListenNone
-	case p.Protocol == model.Unsupported && ServiceAddress(svc) != "":
+	case p.Protocol == model.Unsupported:
 		return ListenAuto
 	}
 	return ListenTCP
 }
 
-// ServiceAddress is the first IPv4 address of a service (declared or
-// allocated) usable as a listener address, or "" (CIDRs and wildcard
+// Addresses are a service's addresses as proxy sees them, istiod's
+// Service.GetAddressForProxy: the declared ones; the allocated one only
+// for a proxy that asks for it (Proxy.DNSAutoAllocate), since only such
+// a proxy resolves the service's name to it. To any other proxy a
+// service without declared addresses has none: its TCP ports share the
+// "0.0.0.0_PORT" listener and no virtual host lists an address of it.
+// The returned slice is the service's and must not be altered.
+func Addresses(proxy *gen.Proxy, svc *model.Service) []string {
+	if svc.AutoAllocated && !proxy.DNSAutoAllocate {
+		return nil
+	}
+	return svc.Addresses
+}
+
+// ServiceAddress is the first IPv4 address of a service as proxy sees it
+// (Addresses) usable as a listener address, or "" (CIDRs and wildcard
 // hosts have none).
-func ServiceAddress(svc *model.Service) string {
+func ServiceAddress(proxy *gen.Proxy, svc *model.Service) string {
 	if strings.HasPrefix(svc.Hostname, "*") {
 		return ""
 	}
-	for _, a := range svc.Addresses {
+	for _, a := range Addresses(proxy, svc) {
 		if UsableAddress(a) {
 			return a
 		}
