@@ -145,6 +145,31 @@ func (r *sotwRequest) names() ([]string, error) {
 	return out, nil
 }
 
+// namesAre reports whether the request's names are names, in order,
+// without making strings of them.
+func (r *sotwRequest) namesAre(names []string) bool {
+	if r.nNames != len(names) {
+		return false
+	}
+	if r.buf == nil {
+		return slices.Equal(r.ResourceNames, names)
+	}
+	i := 0
+	for b := r.buf; len(b) > 0; {
+		num, _, n := protowire.ConsumeTag(b)
+		b = b[n:]
+		v, n := protowire.ConsumeBytes(b)
+		b = b[n:]
+		if num == 3 {
+			if string(v) != names[i] {
+				return false
+			}
+			i++
+		}
+	}
+	return true
+}
+
 // resolver turns the names of a stream's requests into shared lists on
 // the stream's receiving goroutine and gives each message's copy back:
 // requests that wait for the connection's loop (busy sending megabytes
@@ -177,14 +202,19 @@ func (rs *resolver) resolve(r *sotwRequest) error {
 		r.list = last.list
 		return nil
 	}
-	names, err := r.names()
-	if err != nil {
-		return err
+	if l := rs.shared.byWire(r.wireSum); l != nil && r.namesAre(l.names) {
+		r.list = l // another stream sent the same names
+	} else {
+		names, err := r.names()
+		if err != nil {
+			return err
+		}
+		if !slices.IsSorted(names) {
+			names = slices.Sorted(slices.Values(names))
+		}
+		r.list = rs.shared.get(namesHash(names), names) // copies the names it keeps
+		rs.shared.setWire(r.wireSum, r.list)
 	}
-	if !slices.IsSorted(names) {
-		names = slices.Sorted(slices.Values(names))
-	}
-	r.list = rs.shared.get(namesHash(names), names) // copies the names it keeps
 	if rs.last == nil {
 		rs.last = map[string]resolvedList{}
 	}

@@ -47,9 +47,18 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		// Resolved and released, the request keeps its strings though its
 		// buffer is reused.
-		rs := resolver{shared: &lists{}}
+		shared := &lists{}
+		rs := resolver{shared: shared}
 		if err := rs.resolve(&got); err != nil {
 			t.Fatal(err)
+		}
+		// Another stream sending the same bytes shares the list.
+		var again sotwRequest
+		if err := decodeRequest(mem.BufferSlice{mem.SliceBuffer(b)}, &again); err != nil {
+			t.Fatal(err)
+		}
+		if err := (&resolver{shared: shared}).resolve(&again); err != nil || again.list != got.list {
+			t.Fatalf("the same names resolved again: list %p (err %v), want %p", again.list, err, got.list)
 		}
 		scribble := requestPool.Get(len(b)) // likely the buffer just released
 		for i := range *scribble {

@@ -216,8 +216,11 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 	prev := w.held
 	w.hold(&c.s.held, hold, drop)
 	var joined mem.Buffer
+	sent := send
 	if len(send) > 0 && len(send) == len(w.held) {
-		joined = w.heldList.deltaJoined() // the proxy's whole list goes out
+		// The proxy's whole list goes out: keep the shared list, not this
+		// response's copy, until the ACK.
+		joined, sent = w.heldList.deltaJoined(), w.held
 	}
 	if len(send) == 0 && len(removed) == 0 && !force {
 		c.mu.Unlock()
@@ -226,7 +229,7 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 	w.nonce++
 	nonce := strconv.Itoa(w.nonce)
 	version := strconv.FormatUint(pc.Version, 10)
-	w.inFlight[nonce] = sentResp{sent: send, removed: removed, prev: prev}
+	w.inFlight[nonce] = sentResp{sent: sent, removed: removed, prev: prev}
 	w.sentNonce, w.sentVer, w.sentAt = nonce, version+"-"+nonce, time.Now()
 	w.awaitingAck = true
 	if len(w.rejected) == 0 {

@@ -226,11 +226,20 @@ func stringBuf(num protowire.Number, s string) mem.Buffer {
 	return mem.SliceBuffer(stringField(num, s))
 }
 
+// partsCap is the number of parts of a response: the resources (one
+// part when joined), version, type and nonce.
+func partsCap(res []*encoded, joined mem.Buffer) int {
+	if joined != nil {
+		return 4
+	}
+	return len(res) + 3
+}
+
 // sotwMsg frames a DiscoveryResponse: version_info 1, resources 2,
 // type_url 4, nonce 5.
 // joined, if not nil, is res framed as one buffer.
 func sotwMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer) *rawMsg {
-	parts := make(mem.BufferSlice, 0, len(res)+3)
+	parts := make(mem.BufferSlice, 0, partsCap(res, joined))
 	parts = append(parts, stringBuf(1, version))
 	if joined != nil {
 		parts = append(parts, joined)
@@ -248,7 +257,7 @@ func sotwMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer) 
 // nonce 5, removed_resources 6.
 // joined, if not nil, is res framed as one buffer.
 func deltaMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer, removed []string) *rawMsg {
-	parts := make(mem.BufferSlice, 0, len(res)+3)
+	parts := make(mem.BufferSlice, 0, partsCap(res, joined)+1)
 	parts = append(parts, stringBuf(1, version))
 	if joined != nil {
 		parts = append(parts, joined)

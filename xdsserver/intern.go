@@ -70,6 +70,38 @@ func (l *nameList) clustersOf(host string) []string {
 type lists struct {
 	mu sync.Mutex
 	m  map[uint64]weak.Pointer[nameList]
+	// wire finds a list by the hash of a request's names as sent
+	// (sotwRequest.wireSum): the thousands of proxies that send the same
+	// subscription find it without splitting the names into strings.
+	wire map[uint64]weak.Pointer[nameList]
+}
+
+// byWire returns the list last resolved from names whose wire hash is h,
+// or nil.
+func (l *lists) byWire(h uint64) *nameList {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.wire[h]; ok {
+		return p.Value()
+	}
+	return nil
+}
+
+// setWire records nl as resolved from names whose wire hash is h.
+func (l *lists) setWire(h uint64, nl *nameList) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wire == nil {
+		l.wire = map[uint64]weak.Pointer[nameList]{}
+	}
+	l.wire[h] = weak.Make(nl)
+	if len(l.wire) > 4096 {
+		for k, p := range l.wire {
+			if p.Value() == nil {
+				delete(l.wire, k)
+			}
+		}
+	}
 }
 
 // get returns the shared list equal to names (sorted), whose hash is h.

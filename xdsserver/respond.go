@@ -86,7 +86,9 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 		w.last = sentResp{sent: send, prev: w.held}
 		w.hold(&c.s.held, send, nil)
 		if len(send) == len(w.held) {
-			whole = w.heldList.sotwJoined // the proxy's whole list goes out
+			// The proxy's whole list goes out: keep the shared list, not
+			// this response's copy, until the ACK.
+			whole, w.last.sent = w.heldList.sotwJoined, w.held
 		}
 	} else {
 		h := sha256.New()

@@ -2,6 +2,7 @@ package scope
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -31,24 +32,45 @@ func (s GatewayServer) IsHTTP() bool { return s.RouteName != "" }
 // GatewayServers returns the servers of every Gateway selecting the
 // router, grouped by port number; the ports sorted.
 func GatewayServers(pc *push.PushContext, proxy *gen.Proxy) ([]uint32, map[uint32][]GatewayServer) {
-	byPort := map[uint32][]GatewayServer{}
-	for _, c := range Gateways(pc, proxy) {
+	gws := Gateways(pc, proxy)
+	// Count first so that each port's list is allocated once.
+	count := map[uint32]int{}
+	for _, c := range gws {
+		for _, srv := range c.Spec.(*networking.Gateway).GetServers() {
+			count[srv.GetPort().GetNumber()]++
+		}
+	}
+	byPort := make(map[uint32][]GatewayServer, len(count))
+	for p, n := range count {
+		byPort[p] = make([]GatewayServer, 0, n)
+	}
+	httpRoute := map[uint32]string{} // "http.PORT", shared by a port's servers
+	var buf []byte
+	for _, c := range gws {
 		gw := c.Spec.(*networking.Gateway)
+		name := c.Namespace + "/" + c.Name
 		for _, srv := range gw.GetServers() {
 			port := srv.GetPort().GetNumber()
-			gs := GatewayServer{Gateway: c.Namespace + "/" + c.Name, Namespace: c.Namespace, Server: srv}
+			gs := GatewayServer{Gateway: name, Namespace: c.Namespace, Server: srv}
 			proto := model.ParseProtocol(srv.GetPort().GetProtocol(), srv.GetPort().GetName())
 			switch {
 			case proto.IsHTTP():
-				gs.RouteName = "http." + gen.PortName(port)
+				if gs.RouteName = httpRoute[port]; gs.RouteName == "" {
+					gs.RouteName = "http." + gen.PortName(port)
+					httpRoute[port] = gs.RouteName
+				}
 			case proto == model.HTTPS && !IsPassthrough(srv.GetTls()):
-				gs.RouteName = "https." + gen.PortName(port) + "." + srv.GetPort().GetName() + "." + c.Name + "." + c.Namespace
+				// "https.PORT.PORTNAME.GATEWAY.NS", built in one allocation.
+				buf = append(buf[:0], "https."...)
+				buf = strconv.AppendUint(buf, uint64(port), 10)
+				buf = append(append(append(append(append(append(buf, '.'), srv.GetPort().GetName()...), '.'), c.Name...), '.'), c.Namespace...)
+				gs.RouteName = string(buf)
 			}
 			byPort[port] = append(byPort[port], gs)
 		}
 	}
-	ports := make([]uint32, 0, len(byPort))
-	for p := range byPort {
+	ports := make([]uint32, 0, len(count))
+	for p := range count {
 		ports = append(ports, p)
 	}
 	slices.Sort(ports)

@@ -75,15 +75,20 @@ func portByName(s *model.Service, name string) (model.Port, bool) {
 }
 
 // Gateways returns the Gateways whose selector matches the router's
-// labels, with their "ns/name", in snapshot order. Istio matches a
-// Gateway's selector against workloads in every namespace by default
-// (PILOT_SCOPE_GATEWAY_TO_NAMESPACE off); so does this.
-func Gateways(pc *push.PushContext, proxy *gen.Proxy) []config.Config {
-	var out []config.Config
-	for _, c := range pc.Configs(config.Gateway) {
-		gw := c.Spec.(*networking.Gateway)
+// labels, in snapshot order. Istio matches a Gateway's selector against
+// workloads in every namespace by default (PILOT_SCOPE_GATEWAY_TO_NAMESPACE
+// off); so does this. The configs are the snapshot's and must not be
+// altered.
+func Gateways(pc *push.PushContext, proxy *gen.Proxy) []*config.Config {
+	all := pc.Configs(config.Gateway)
+	var out []*config.Config
+	for i := range all {
+		gw := all[i].Spec.(*networking.Gateway)
 		if len(gw.GetSelector()) > 0 && LabelsMatch(gw.GetSelector(), proxy.Labels) {
-			out = append(out, c)
+			if out == nil {
+				out = make([]*config.Config, 0, len(all)-i)
+			}
+			out = append(out, &all[i])
 		}
 	}
 	return out
