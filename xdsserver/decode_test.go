@@ -79,3 +79,36 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeDeltaRequest(f *testing.F) {
+	seed := &discovery.DeltaDiscoveryRequest{
+		TypeUrl: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", ResponseNonce: "4",
+		ResourceNamesSubscribe:   []string{"outbound|80|v1|a.mesh", "outbound|80||a.mesh", "*"},
+		ResourceNamesUnsubscribe: []string{"outbound|80||b.mesh"},
+		Node:                     &corev3.Node{Id: "sidecar~1.2.3.4~a.ns~ns.svc.cluster.local"},
+		ErrorDetail:              &statuspb.Status{Code: 3, Message: "no"},
+	}
+	b, _ := proto.Marshal(seed)
+	f.Add(b)
+	seed.InitialResourceVersions = map[string]string{"a": "1"}
+	b, _ = proto.Marshal(seed)
+	f.Add(b)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want discovery.DeltaDiscoveryRequest
+		wantErr := proto.Unmarshal(b, &want)
+		var got discovery.DeltaDiscoveryRequest
+		gotErr := decodeDeltaRequest(mem.BufferSlice{mem.SliceBuffer(b)}, &got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("proto err %v, decodeDeltaRequest err %v", wantErr, gotErr)
+		}
+		scribble := requestPool.Get(len(b)) // likely the buffer just released
+		for i := range *scribble {
+			(*scribble)[i] = 0xff
+		}
+		defer requestPool.Put(scribble)
+		if wantErr == nil && !proto.Equal(&want, &got) {
+			t.Fatalf("decodeDeltaRequest = %v, want %v", &got, &want)
+		}
+	})
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
 
 // encoded is one generated resource, encoded once, as an Any framed as
@@ -190,6 +191,9 @@ func coalesce(parts mem.BufferSlice) mem.BufferSlice {
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*sotwRequest); ok {
 		return decodeRequest(data, r)
+	}
+	if r, ok := v.(*discovery.DeltaDiscoveryRequest); ok {
+		return decodeDeltaRequest(data, r)
 	}
 	return c.proto.Unmarshal(data, v)
 }
