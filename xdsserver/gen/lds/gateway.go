@@ -34,34 +34,55 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 		return vsByGW[gateway]
 	}
 	var out []*listenerv3.Listener
+	tlsSockets := map[tlsKey]*corev3.TransportSocket{}
 	for _, port := range ports {
+		servers := byPort[port]
 		l := &listenerv3.Listener{Name: gen.ListenerName("0.0.0.0", port), Address: gen.SocketAddress("0.0.0.0", port), TrafficDirection: corev3.TrafficDirection_OUTBOUND}
+		// claim reports whether no chain has matched names yet; a chain
+		// is built only then: the thousand HTTP servers of a port share
+		// the first one's chain.
 		seen := map[string]bool{}
-		add := func(fc *listenerv3.FilterChain) {
-			key := strings.Join(fc.GetFilterChainMatch().GetServerNames(), ",")
+		claim := func(names []string) bool {
+			key := strings.Join(names, ",")
 			if seen[key] {
-				return
+				return false
 			}
 			seen[key] = true
-			l.FilterChains = append(l.FilterChains, fc)
+			return true
 		}
 		tls := false
 		stat := "outbound_0.0.0.0_" + gen.PortName(port)
-		for _, s := range byPort[port] {
+		for _, s := range servers {
 			switch {
 			case strings.HasPrefix(s.RouteName, "http."):
-				add(&listenerv3.FilterChain{Filters: []*listenerv3.Filter{hcmFilter(hcmRDS(stat, s.RouteName))}})
+				if claim(nil) {
+					l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{rdsFilter(stat, s.RouteName)}})
+				}
 			case s.RouteName != "":
 				tls = true
-				add(&listenerv3.FilterChain{
-					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: serverNames(s.Server.GetHosts())},
-					TransportSocket:  downstreamTLS(s.Server.GetTls()),
-					Filters:          []*listenerv3.Filter{hcmFilter(hcmRDS(stat, s.RouteName))},
-				})
+				names := serverNames(s.Server.GetHosts())
+				if !claim(names) {
+					continue
+				}
+				if l.FilterChains == nil {
+					l.FilterChains = make([]*listenerv3.FilterChain, 0, len(servers))
+				}
+				// The chain, its match and its filter list in one block.
+				b := &struct {
+					fc      listenerv3.FilterChain
+					m       listenerv3.FilterChainMatch
+					filters [1]*listenerv3.Filter
+				}{}
+				b.m.ServerNames = names
+				b.filters[0] = rdsFilter(stat, s.RouteName)
+				b.fc.FilterChainMatch, b.fc.TransportSocket, b.fc.Filters = &b.m, downstreamTLS(tlsSockets, s.Server.GetTls()), b.filters[:]
+				l.FilterChains = append(l.FilterChains, &b.fc)
 			default:
 				tls = tls || s.Server.GetTls() != nil
 				for _, fc := range l4Chains(v, s, boundTo(s.Gateway), stat) {
-					add(fc)
+					if claim(fc.GetFilterChainMatch().GetServerNames()) {
+						l.FilterChains = append(l.FilterChains, fc)
+					}
 				}
 			}
 		}
@@ -95,7 +116,7 @@ func virtualServicesByGateway(v *scope.View) map[string][]*config.Config {
 // serverNames are a server's hosts without their namespace part; nil
 // when one is "*" (any SNI).
 func serverNames(hosts []string) []string {
-	var out []string
+	out := make([]string, 0, len(hosts))
 	for _, h := range hosts {
 		if i := strings.IndexByte(h, '/'); i >= 0 {
 			h = h[i+1:]
@@ -107,6 +128,9 @@ func serverNames(hosts []string) []string {
 			out = append(out, h)
 		}
 	}
+	if len(out) == 0 {
+		return nil
+	}
 	slices.Sort(out)
 	return out
 }
@@ -114,30 +138,47 @@ func serverNames(hosts []string) []string {
 // gatewayALPN is what a gateway's TLS servers offer; never altered.
 var gatewayALPN = []string{"h2", "http/1.1"}
 
-func downstreamTLS(t *networking.ServerTLSSettings) *corev3.TransportSocket {
+// tlsKey is every field of a server's TLS settings downstreamTLS reads.
+type tlsKey struct {
+	mutual                bool
+	cred, cert, key, cacs string
+}
+
+// downstreamTLS is the transport socket of an HTTPS server terminated at
+// the gateway. Servers with the same settings (a thousand ISTIO_MUTUAL
+// ones in Istio's gateway benchmark) share one socket from memo, never
+// altered, as chains already share filters.
+func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, t *networking.ServerTLSSettings) *corev3.TransportSocket {
+	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, cred: t.GetCredentialName(),
+		cert: t.GetServerCertificate(), key: t.GetPrivateKey(), cacs: t.GetCaCertificates()}
+	if ts := memo[k]; ts != nil {
+		return ts
+	}
 	// The context is marshalled into its Any at once, so the shared
 	// constant parts (ALPN, the ADS config source) are safe to reference.
 	common := &tlsv3.CommonTlsContext{AlpnProtocols: gatewayALPN}
-	if cred := t.GetCredentialName(); cred != "" {
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: cred, SdsConfig: sharedADS}}
-	} else if t.GetServerCertificate() != "" {
+	if k.cred != "" {
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: k.cred, SdsConfig: sharedADS}}
+	} else if k.cert != "" {
 		common.TlsCertificates = []*tlsv3.TlsCertificate{{
-			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: t.GetServerCertificate()}},
-			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: t.GetPrivateKey()}},
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cert}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.key}},
 		}}
 	}
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
-	if t.GetMode() == networking.ServerTLSSettings_MUTUAL {
+	if k.mutual {
 		ctx.RequireClientCertificate = gen.Bool(true)
-		if ca := t.GetCaCertificates(); ca != "" {
+		if k.cacs != "" {
 			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ca}},
+				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cacs}},
 			}}
-		} else if cred := t.GetCredentialName(); cred != "" {
-			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: cred + "-cacert", SdsConfig: sharedADS}}
+		} else if k.cred != "" {
+			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: k.cred + "-cacert", SdsConfig: sharedADS}}
 		}
 	}
-	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
+	ts := &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
+	memo[k] = ts
+	return ts
 }
 
 // l4Chains are the chains of a TLS passthrough or TCP server: one per

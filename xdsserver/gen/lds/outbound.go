@@ -63,7 +63,7 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 			case scope.ListenHTTP:
 				if l, fresh := newListener("0.0.0.0", p.Number); fresh {
 					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
-						hcmFilter(hcmRDS("outbound_0.0.0.0_"+gen.PortName(p.Number), gen.PortName(p.Number))),
+						rdsFilter("outbound_0.0.0.0_"+gen.PortName(p.Number), gen.PortName(p.Number)),
 					}}}
 				}
 			case scope.ListenTCP:
@@ -115,7 +115,7 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					l.FilterChains = []*listenerv3.FilterChain{{
 						Name:             stat + "-http",
 						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: []string{"http/1.1", "h2c"}},
-						Filters:          []*listenerv3.Filter{hcmFilter(hcmRDS("outbound_"+bind+"_"+gen.PortName(p.Number), route))},
+						Filters:          []*listenerv3.Filter{rdsFilter("outbound_"+bind+"_"+gen.PortName(p.Number), route)},
 					}}
 					l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat))}}
 				}
