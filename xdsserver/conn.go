@@ -63,7 +63,7 @@ type watch struct {
 	nonce     int
 	sentNonce string
 	sentVer   string
-	sentHash  [32]byte // LDS, CDS: of the whole set
+	sentHash  uint64 // LDS, CDS: of the whole set (setSum)
 	sentAt    time.Time
 	// held is what the proxy holds, shared with every other proxy that
 	// holds the same resources: sorted by name for EDS, RDS and Delta (the
@@ -78,7 +78,7 @@ type watch struct {
 	ackedVer   string
 	ackedAt    time.Time
 	nack       *nack
-	nackedHash [32]byte
+	nackedHash uint64
 	genErr     string
 	// counts of what the client sent, for syncz and tests
 	requests, acks, nacks int
@@ -354,7 +354,7 @@ func unsubscribed(held []*encoded, names []string) map[string]bool {
 	var out map[string]bool
 	j := 0
 	for _, e := range held {
-		for j < len(names) && names[j] < e.name {
+		for j < len(names) && names[j] != e.name && names[j] < e.name {
 			j++
 		}
 		if j == len(names) || names[j] != e.name {
@@ -390,7 +390,9 @@ func (w *watch) unheld() []string {
 func (w *watch) eachUnheld(fn func(string)) {
 	i := 0
 	for _, name := range w.names {
-		for i < len(w.held) && w.held[i].name < name {
+		// Names are interned (encode.go): == is a pointer compare, and most
+		// subscribed names are held.
+		for i < len(w.held) && w.held[i].name != name && w.held[i].name < name {
 			i++
 		}
 		if i == len(w.held) || w.held[i].name != name {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -120,7 +121,9 @@ func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
 		h := sha256.New()
 		h.Write([]byte(typeURL))
 		h.Write(f[off:])
-		e := &encoded{name: r.Name, framed: f, off: off, buf: mem.SliceBuffer(f)}
+		// Names are interned, as subscription lists are: equal names are
+		// then one string, and comparing them costs a pointer compare.
+		e := &encoded{name: unique.Make(r.Name).Value(), framed: f, off: off, buf: mem.SliceBuffer(f)}
 		copy(e.sum[:], h.Sum(nil))
 		out = append(out, c.s.interned.intern(e))
 	}

@@ -1,7 +1,7 @@
 package xdsserver
 
 import (
-	"crypto/sha256"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,12 +91,7 @@ func (c *conn) respond(w *watch, req *push.Request, force bool, only []string) e
 			whole, w.last.sent = w.heldList.sotwJoined, w.held
 		}
 	} else {
-		h := sha256.New()
-		for _, r := range res {
-			h.Write(r.sum[:])
-		}
-		var sum [32]byte
-		copy(sum[:], h.Sum(nil))
+		sum := setSum(res)
 		if !force && (sum == w.sentHash || (w.nack != nil && sum == w.nackedHash)) {
 			c.mu.Unlock()
 			return nil
@@ -152,6 +147,17 @@ func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushC
 	}
 	w.genErr = ""
 	return pc, res, joined, true
+}
+
+// setSum identifies a whole LDS or CDS set by its resources' content
+// hashes, in order (a fast hash: it runs per proxy on every push).
+func setSum(res []*encoded) uint64 {
+	var h maphash.Hash
+	h.SetSeed(namesSeed)
+	for _, r := range res {
+		h.Write(r.sum[:])
+	}
+	return h.Sum64()
 }
 
 func byName(a, b *encoded) int { return strings.Compare(a.name, b.name) }
