@@ -100,6 +100,42 @@ type edsCache struct {
 	m      map[edsKey]*encoded
 	hits   uint64
 	misses uint64
+	// lists holds whole-subscription results: thousands of proxies with
+	// the same subscription and key fields get the same list of CLAs,
+	// and only the first looks up its thousands of clusters.
+	lists map[edsListKey][]*encoded
+}
+
+// edsListKey is every input of a whole subscription's CLAs: the proxy's
+// part of the edsKey, the shared list (kept alive by the entry's key, so
+// its address is not reused while cached) and the endpoint index's
+// generation, which moves with any endpoint change.
+type edsListKey struct {
+	base      edsKey
+	list      *nameList
+	endpoints uint64
+}
+
+func (c *edsCache) getList(k edsListKey) ([]*encoded, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.base.push != c.push {
+		return nil, false
+	}
+	res, ok := c.lists[k]
+	return res, ok
+}
+
+func (c *edsCache) putList(k edsListKey, res []*encoded) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.base.push != c.push {
+		return
+	}
+	if c.lists == nil {
+		c.lists = map[edsListKey][]*encoded{}
+	}
+	c.lists[k] = res
 }
 
 // get returns the cached entry for k, dropping entries of older
@@ -111,7 +147,7 @@ func (c *edsCache) get(k edsKey) (*encoded, bool) {
 		if k.push < c.push {
 			return nil, false // an older snapshot: do not cache
 		}
-		c.push, c.m = k.push, map[edsKey]*encoded{}
+		c.push, c.m, c.lists = k.push, map[edsKey]*encoded{}, nil
 	}
 	e, ok := c.m[k]
 	if ok {
@@ -131,10 +167,20 @@ func (c *edsCache) put(k edsKey, e *encoded) {
 }
 
 // generateEDS builds the CLAs of names through the cache.
-func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Request) ([]*encoded, error) {
+// A whole subscription (list not nil) is looked up as one; the result is
+// shared and must not be altered.
+func (c *conn) generateEDS(pc *push.PushContext, names []string, list *nameList, req *push.Request) ([]*encoded, error) {
 	cache := c.s.eds
-	out := make([]*encoded, 0, len(names))
 	base := baseEDSKey(pc, c.proxy)
+	lk := edsListKey{base: base, list: list, endpoints: pc.Endpoints.Generation()}
+	var cached []*encoded
+	if list != nil {
+		var ok bool
+		if cached, ok = cache.getList(lk); ok && !c.s.assert {
+			return cached, nil
+		}
+	}
+	out := make([]*encoded, 0, len(names))
 	for _, name := range names {
 		k := base.forCluster(pc, name)
 		if e, ok := cache.get(k); ok {
@@ -158,6 +204,12 @@ func (c *conn) generateEDS(pc *push.PushContext, names []string, req *push.Reque
 			cache.put(k, res[0])
 		}
 		out = append(out, res...)
+	}
+	if cached != nil && !sameEncoded(cached, out) {
+		c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: EDS of the whole subscription for proxy %s differs from its clusters: the list key misses an input", c.proxy.ID))
+	}
+	if list != nil && pc.Endpoints.Generation() == lk.endpoints {
+		cache.putList(lk, out) // unless endpoints moved during generation
 	}
 	return out, nil
 }

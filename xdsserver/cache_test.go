@@ -233,3 +233,40 @@ spec:
 		t.Errorf("with DNS_CAPTURE and DNS_AUTO_ALLOCATE: listeners %v, want the allocated address's", allocated)
 	}
 }
+
+// Proxies with the same subscription share one list of CLAs: after the
+// first, none looks up its clusters one by one.
+func TestEDSListCacheSharesWholeSubscriptions(t *testing.T) {
+	t.Setenv("BAREMESH_CACHE_ASSERT", "0")
+	e := newCacheEnv(t, false)
+	names := []string{"outbound|80||a.mesh", "outbound|80||b.mesh"}
+	for i := range 5 {
+		e.fetch(t, "sidecar~10.0.0."+strconv.Itoa(i+1)+"~p.ns~ns.svc.cluster.local", names...)
+	}
+	e.srv.eds.mu.Lock()
+	hits, misses := e.srv.eds.hits, e.srv.eds.misses
+	e.srv.eds.mu.Unlock()
+	if hits != 0 || misses != 2 {
+		t.Fatalf("per-cluster lookups: %d hits, %d misses; want 0 and 2 (the first proxy's)", hits, misses)
+	}
+}
+
+// In assert mode a whole-subscription hit is checked against its
+// clusters: a wrong cached list is reported.
+func TestEDSListCacheAssert(t *testing.T) {
+	e := newCacheEnv(t, true)
+	names := []string{"outbound|80||a.mesh", "outbound|80||b.mesh"}
+	e.fetch(t, "sidecar~10.0.0.1~p.ns~ns.svc.cluster.local", names...)
+	e.fetch(t, "sidecar~10.0.0.2~p.ns~ns.svc.cluster.local", names...)
+	e.srv.eds.mu.Lock()
+	for k, res := range e.srv.eds.lists {
+		e.srv.eds.lists[k] = []*encoded{res[1], res[0]} // a wrong list under the right key
+	}
+	e.srv.eds.mu.Unlock()
+	e.fetch(t, "sidecar~10.0.0.3~p.ns~ns.svc.cluster.local", names...)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.mismatch) != 1 || !strings.Contains(e.mismatch[0], "whole subscription") {
+		t.Fatalf("assertion reports = %v, want one about the whole subscription", e.mismatch)
+	}
+}

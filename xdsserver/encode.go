@@ -76,7 +76,9 @@ func findHeld(held []*encoded, name string) *encoded {
 // generate runs the type's generator under the generation bound, through
 // the caches. names nil is a wildcard subscription.
 // joined, when not nil, gives the whole result framed as one buffer.
-func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, req *push.Request) (res []*encoded, joined func() mem.Buffer, err error) {
+// list, if not nil, is the shared subscription list names is (not a
+// part of it).
+func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, list *nameList, req *push.Request) (res []*encoded, joined func() mem.Buffer, err error) {
 	start := time.Now()
 	c.s.genSem <- struct{}{}
 	defer func() {
@@ -86,7 +88,7 @@ func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, re
 	switch {
 	case c.s.eds == nil:
 	case typeURL == gen.EndpointType && names != nil:
-		res, err = c.generateEDS(pc, names, req)
+		res, err = c.generateEDS(pc, names, list, req)
 		return res, nil, err
 	case typeURL == gen.ListenerType || typeURL == gen.ClusterType || typeURL == gen.RouteType:
 		return c.generateShape(pc, typeURL, names, req)
@@ -96,7 +98,9 @@ func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, re
 }
 
 // encode runs a generator and encodes what it returns: each resource is
-// marshalled once, deterministically, straight into its framed Any.
+// marshalled once, deterministically, straight into its framed Any. The
+// result is sorted by name (what the Delta and the incremental SotW
+// bookkeeping walk), once per generation rather than per proxy.
 func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
 	res, err := c.s.opts.Generators[typeURL](in)
 	if err != nil {
@@ -126,6 +130,9 @@ func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
 		e := &encoded{name: unique.Make(r.Name).Value(), framed: f, off: off, buf: mem.SliceBuffer(f)}
 		copy(e.sum[:], h.Sum(nil))
 		out = append(out, c.s.interned.intern(e))
+	}
+	if !slices.IsSortedFunc(out, byName) {
+		slices.SortFunc(out, byName)
 	}
 	return out, nil
 }

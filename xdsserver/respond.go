@@ -129,15 +129,15 @@ func (c *conn) begin(w *watch, req *push.Request, only []string) (pc *push.PushC
 		return nil, nil, nil, false // not ready: the first push will answer
 	}
 	c.mu.Lock()
-	names := w.names
+	names, list := w.names, w.list
 	if w.wildcard {
-		names = nil // Delta may list names beside a wildcard
+		names, list = nil, nil // Delta may list names beside a wildcard
 	}
 	c.mu.Unlock()
 	if only != nil {
-		names = only
+		names, list = only, nil
 	}
-	res, joined, err := c.generate(pc, w.typeURL, names, req)
+	res, joined, err := c.generate(pc, w.typeURL, names, list, req)
 	c.mu.Lock()
 	if err != nil {
 		w.genErr = err.Error()
