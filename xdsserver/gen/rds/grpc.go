@@ -22,7 +22,7 @@ func grpcRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	if vs := v.VirtualServiceFor(svc.Hostname); vs != nil {
 		routes = rb.vsRoutes(vs)
 	} else {
-		routes = []*routev3.Route{rb.defaultRoute(gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname), svc.Hostname)}
+		routes = []*routev3.Route{rb.defaultRoute(&forwardRoute{}, gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname), svc.Hostname)}
 	}
 	domains := []string{name}
 	if hp := gen.HostPort(svc.Hostname, p.Number); hp != name {

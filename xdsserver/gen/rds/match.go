@@ -38,75 +38,139 @@ func (b *routeBuilder) applies(m *networking.HTTPMatchRequest) bool {
 // every such route of every output and never altered.
 var matchAll = &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
 
+// The match and its path wrapper are allocated as one block, one shape
+// per kind of path: there is one match per route.
+type (
+	prefixMatch struct {
+		rm     routev3.RouteMatch
+		prefix routev3.RouteMatch_Prefix
+	}
+	pathMatch struct {
+		rm   routev3.RouteMatch
+		path routev3.RouteMatch_Path
+	}
+	regexMatch struct {
+		rm    routev3.RouteMatch
+		wrap  routev3.RouteMatch_SafeRegex
+		regex matcherv3.RegexMatcher
+	}
+)
+
 func routeMatch(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
 	if m == nil {
 		return matchAll
 	}
-	// The match and its prefix wrapper, the common case, are allocated as
-	// one block: there is one per route.
-	b := &struct {
-		rm     routev3.RouteMatch
-		prefix routev3.RouteMatch_Prefix
-	}{prefix: routev3.RouteMatch_Prefix{Prefix: "/"}}
-	rm := &b.rm
-	rm.PathSpecifier = &b.prefix
+	var rm *routev3.RouteMatch
 	switch u := m.GetUri().GetMatchType().(type) {
 	case *networking.StringMatch_Exact:
-		rm.PathSpecifier = &routev3.RouteMatch_Path{Path: u.Exact}
-	case *networking.StringMatch_Prefix:
-		b.prefix.Prefix = u.Prefix
+		b := &pathMatch{path: routev3.RouteMatch_Path{Path: u.Exact}}
+		b.rm.PathSpecifier = &b.path
+		rm = &b.rm
 	case *networking.StringMatch_Regex:
-		rm.PathSpecifier = &routev3.RouteMatch_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: u.Regex}}
+		b := &regexMatch{regex: matcherv3.RegexMatcher{Regex: u.Regex}}
+		b.wrap.SafeRegex = &b.regex
+		b.rm.PathSpecifier = &b.wrap
+		rm = &b.rm
+	default:
+		b := &prefixMatch{prefix: routev3.RouteMatch_Prefix{Prefix: "/"}}
+		if p, ok := u.(*networking.StringMatch_Prefix); ok {
+			b.prefix.Prefix = p.Prefix
+		}
+		b.rm.PathSpecifier = &b.prefix
+		rm = &b.rm
 	}
 	if m.GetIgnoreUriCase() {
 		rm.CaseSensitive = gen.Bool(false)
 	}
-	for _, name := range sortedKeys(m.GetHeaders()) {
-		rm.Headers = append(rm.Headers, headerMatcher(name, m.GetHeaders()[name], false))
-	}
-	for _, name := range sortedKeys(m.GetWithoutHeaders()) {
-		rm.Headers = append(rm.Headers, headerMatcher(name, m.GetWithoutHeaders()[name], true))
-	}
-	if m.GetMethod() != nil {
-		rm.Headers = append(rm.Headers, headerMatcher(":method", m.GetMethod(), false))
-	}
-	if m.GetAuthority() != nil {
-		rm.Headers = append(rm.Headers, headerMatcher(":authority", m.GetAuthority(), false))
-	}
-	if m.GetScheme() != nil {
-		rm.Headers = append(rm.Headers, headerMatcher(":scheme", m.GetScheme(), false))
-	}
-	for _, name := range sortedKeys(m.GetQueryParams()) {
-		q := &routev3.QueryParameterMatcher{Name: name}
-		if sm := stringMatcher(m.GetQueryParams()[name]); sm != nil {
-			q.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm}
-		} else {
-			q.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_PresentMatch{PresentMatch: true}
+	if n := headerCount(m); n > 0 {
+		hs := headerMatchers{blocks: make([]headerBlock, n)}
+		rm.Headers = make([]*routev3.HeaderMatcher, 0, n)
+		var keys [8]string
+		for _, name := range sortedKeys(m.GetHeaders(), keys[:0]) {
+			rm.Headers = append(rm.Headers, hs.next(name, m.GetHeaders()[name], false))
 		}
-		rm.QueryParameters = append(rm.QueryParameters, q)
+		for _, name := range sortedKeys(m.GetWithoutHeaders(), keys[:0]) {
+			rm.Headers = append(rm.Headers, hs.next(name, m.GetWithoutHeaders()[name], true))
+		}
+		if m.GetMethod() != nil {
+			rm.Headers = append(rm.Headers, hs.next(":method", m.GetMethod(), false))
+		}
+		if m.GetAuthority() != nil {
+			rm.Headers = append(rm.Headers, hs.next(":authority", m.GetAuthority(), false))
+		}
+		if m.GetScheme() != nil {
+			rm.Headers = append(rm.Headers, hs.next(":scheme", m.GetScheme(), false))
+		}
+	}
+	if qs := m.GetQueryParams(); len(qs) > 0 {
+		rm.QueryParameters = make([]*routev3.QueryParameterMatcher, 0, len(qs))
+		var keys [8]string
+		for _, name := range sortedKeys(qs, keys[:0]) {
+			q := &routev3.QueryParameterMatcher{Name: name}
+			if sm := stringMatcher(qs[name]); sm != nil {
+				q.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm}
+			} else {
+				q.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_PresentMatch{PresentMatch: true}
+			}
+			rm.QueryParameters = append(rm.QueryParameters, q)
+		}
 	}
 	return rm
 }
 
-// headerMatcher uses HeaderMatcher's exact/prefix/regex fields rather
-// than string_match: they are deprecated in Envoy but still accepted by
-// it, and gRPC C-core before 1.53 (Debian 12's python3-grpcio 1.51)
-// rejects string_match ("Invalid route header matcher specified").
-func headerMatcher(name string, s *networking.StringMatch, invert bool) *routev3.HeaderMatcher {
-	h := &routev3.HeaderMatcher{Name: name, InvertMatch: invert}
+// headerCount is the number of header matchers m makes.
+func headerCount(m *networking.HTTPMatchRequest) int {
+	n := len(m.GetHeaders()) + len(m.GetWithoutHeaders())
+	for _, s := range []*networking.StringMatch{m.GetMethod(), m.GetAuthority(), m.GetScheme()} {
+		if s != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// headerBlock is a header matcher with the wrappers of its common
+// specifiers, so that a match's matchers are allocated as one array.
+type headerBlock struct {
+	h       routev3.HeaderMatcher
+	exact   routev3.HeaderMatcher_ExactMatch
+	prefix  routev3.HeaderMatcher_PrefixMatch
+	present routev3.HeaderMatcher_PresentMatch
+}
+
+// headerMatchers hands out the blocks of one match in order.
+type headerMatchers struct {
+	blocks []headerBlock
+	used   int
+}
+
+// next is headerMatcher, built in the next block. It uses
+// HeaderMatcher's exact/prefix/regex fields rather than string_match:
+// they are deprecated in Envoy but still accepted by it, and gRPC C-core
+// before 1.53 (Debian 12's python3-grpcio 1.51) rejects string_match
+// ("Invalid route header matcher specified").
+func (hs *headerMatchers) next(name string, s *networking.StringMatch, invert bool) *routev3.HeaderMatcher {
+	b := &hs.blocks[hs.used]
+	hs.used++
+	h := &b.h
+	h.Name, h.InvertMatch = name, invert
 	switch u := s.GetMatchType().(type) {
 	case *networking.StringMatch_Exact:
-		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_ExactMatch{ExactMatch: u.Exact}
+		b.exact.ExactMatch = u.Exact
+		h.HeaderMatchSpecifier = &b.exact
 	case *networking.StringMatch_Prefix:
 		if u.Prefix == "" { // any value: Envoy wants a non-empty prefix
-			h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+			b.present.PresentMatch = true
+			h.HeaderMatchSpecifier = &b.present
 		} else {
-			h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PrefixMatch{PrefixMatch: u.Prefix}
+			b.prefix.PrefixMatch = u.Prefix
+			h.HeaderMatchSpecifier = &b.prefix
 		}
 	case *networking.StringMatch_Regex:
 		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherv3.RegexMatcher{Regex: u.Regex}}
 	default:
-		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
+		b.present.PresentMatch = true
+		h.HeaderMatchSpecifier = &b.present
 	}
 	return h
 }
@@ -128,11 +192,12 @@ func stringMatcher(s *networking.StringMatch) *matcherv3.StringMatcher {
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
+// sortedKeys appends m's keys to buf, sorted: with a buffer on the
+// caller's stack, small maps need no allocation.
+func sortedKeys[V any](m map[string]V, buf []string) []string {
 	for k := range m {
-		out = append(out, k)
+		buf = append(buf, k)
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(buf)
+	return buf
 }

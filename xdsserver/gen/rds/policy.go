@@ -11,6 +11,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -182,21 +183,38 @@ func applyHeaders(r *routev3.Route, h *networking.Headers) {
 	r.ResponseHeadersToRemove = h.GetResponse().GetRemove()
 }
 
+// headerOps translates header operations: set, then add, each sorted by
+// name. The options and their headers are allocated as one array.
 func headerOps(ops *networking.Headers_HeaderOperations) []*corev3.HeaderValueOption {
-	var out []*corev3.HeaderValueOption
-	for _, k := range sortedKeys(ops.GetSet()) {
-		out = append(out, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: ops.GetSet()[k]}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD})
+	n := len(ops.GetSet()) + len(ops.GetAdd())
+	if n == 0 {
+		return nil
 	}
-	for _, k := range sortedKeys(ops.GetAdd()) {
-		out = append(out, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: ops.GetAdd()[k]}, AppendAction: corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD})
+	blocks := make([]struct {
+		o corev3.HeaderValueOption
+		h corev3.HeaderValue
+	}, n)
+	out := make([]*corev3.HeaderValueOption, 0, n)
+	add := func(k, v string, a corev3.HeaderValueOption_HeaderAppendAction) {
+		b := &blocks[len(out)]
+		b.h.Key, b.h.Value = k, v
+		b.o.Header, b.o.AppendAction = &b.h, a
+		out = append(out, &b.o)
+	}
+	var keys [8]string
+	for _, k := range sortedKeys(ops.GetSet(), keys[:0]) {
+		add(k, ops.GetSet()[k], corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)
+	}
+	for _, k := range sortedKeys(ops.GetAdd(), keys[:0]) {
+		add(k, ops.GetAdd()[k], corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD)
 	}
 	return out
 }
 
 // hashPolicy is the route hash policy a DestinationRule's consistent
-// hash asks for, for the destination host, port and subset.
-func (b *routeBuilder) hashPolicy(host string, port uint32, subset string) []*routev3.RouteAction_HashPolicy {
-	svc := b.v.ServiceFor(host)
+// hash asks for, for the destination service (nil: none visible), port
+// and subset.
+func (b *routeBuilder) hashPolicy(svc *model.Service, port uint32, subset string) []*routev3.RouteAction_HashPolicy {
 	if svc == nil {
 		return nil
 	}

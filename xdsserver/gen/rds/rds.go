@@ -12,11 +12,11 @@ package rds
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -114,45 +114,83 @@ func RouteNames(v *scope.View) []string {
 // on that port) or "host:port" (one auto-detected port of a service with
 // an address).
 func sidecarRoute(v *scope.View, name string) *routev3.RouteConfiguration {
-	if port, err := strconv.ParseUint(name, 10, 32); err == nil {
-		return portRoute(v, name, uint32(port))
+	if port, ok := parsePort(name); ok {
+		return portRoute(v, name, port)
 	}
 	i := strings.LastIndexByte(name, ':')
 	if i < 0 {
 		return nil
 	}
-	port, err := strconv.ParseUint(name[i+1:], 10, 32)
-	if err != nil {
+	port, ok := parsePort(name[i+1:])
+	if !ok {
 		return nil
 	}
 	svc := v.ServiceFor(name[:i])
 	if svc == nil {
 		return nil
 	}
-	p, ok := svc.Port(uint32(port))
-	if !ok || scope.ListenerProtocol(p) != scope.ListenAuto || scope.ServiceAddress(v.Proxy, svc) == "" {
+	p, found := svc.Port(port)
+	if !found || scope.ListenerProtocol(p) != scope.ListenAuto || scope.ServiceAddress(v.Proxy, svc) == "" {
 		return nil
 	}
-	vb := newVhostBuilder(v, uint32(port))
+	vb := newVhostBuilder(v, port, 1, 0)
 	vb.service(svc)
 	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
+}
+
+// parsePort parses a decimal uint32 as strconv.ParseUint(s, 10, 32)
+// would, without building an error for the names that are none (most
+// sidecar route names are "host:port").
+func parsePort(s string) (uint32, bool) {
+	if s == "" {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n = n*10 + uint64(c-'0'); n > 1<<32-1 {
+			return 0, false
+		}
+	}
+	return uint32(n), true
 }
 
 // portRoute is the route config "PORT" of the listener "0.0.0.0_PORT":
 // a virtual host for every visible service whose port is HTTP or
 // auto-detected, with or without an address, as istiod lists them
 // (port.Protocol.IsHTTP() or sniffed); then VirtualService-only hosts
-// and the catch-all.
+// and the catch-all. A first pass counts the hosts and their domains so
+// that the list and the domain index are allocated once.
 func portRoute(v *scope.View, name string, port uint32) *routev3.RouteConfiguration {
-	vb := newVhostBuilder(v, port)
+	hosts, domains := 0, 0
+	var buf [8]string
 	for _, svc := range v.Services {
-		if p, ok := svc.Port(port); ok {
-			if lp := scope.ListenerProtocol(p); lp == scope.ListenHTTP || lp == scope.ListenAuto {
-				vb.service(svc)
-			}
+		if servedOn(svc, port) {
+			hosts++
+			domains += 2 * len(serviceNames(v, svc, &buf))
+		}
+	}
+	vb := newVhostBuilder(v, port, hosts+1, domains+1)
+	for _, svc := range v.Services {
+		if servedOn(svc, port) {
+			vb.service(svc)
 		}
 	}
 	vb.vsOnlyHosts()
 	vb.fallback()
 	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
+}
+
+// servedOn reports whether a sidecar's "PORT" route config lists svc:
+// its port is HTTP or auto-detected.
+func servedOn(svc *model.Service, port uint32) bool {
+	p, ok := svc.Port(port)
+	if !ok {
+		return false
+	}
+	lp := scope.ListenerProtocol(p)
+	return lp == scope.ListenHTTP || lp == scope.ListenAuto
 }

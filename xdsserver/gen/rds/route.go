@@ -10,6 +10,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -28,19 +29,29 @@ type routeBuilder struct {
 // route per match condition that applies (Istio's expansion). The Envoy
 // routes of one HTTP route differ only in their match: the rest (name,
 // action, per-filter config, header operations) is built once and shared
-// by them, which is safe because outputs are never altered.
+// by them, which is safe because outputs are never altered; the routes
+// after the first of one HTTP route are allocated as one array.
 func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 	vs := c.Spec.(*networking.VirtualService)
-	var out []*routev3.Route
+	n := 0
+	for _, hr := range vs.GetHttp() {
+		n += max(1, len(hr.GetMatch()))
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]*routev3.Route, 0, n)
 	for i, hr := range vs.GetHttp() {
-		if len(hr.GetMatch()) == 0 {
+		ms := hr.GetMatch()
+		if len(ms) == 0 {
 			r := b.route(c.Namespace, hr, i)
 			r.Match = matchAll
 			out = append(out, r)
 			continue
 		}
 		var first *routev3.Route
-		for _, m := range hr.GetMatch() {
+		var rest []routev3.Route // the other routes of hr, one block
+		for j, m := range ms {
 			if !b.applies(m) {
 				continue
 			}
@@ -48,44 +59,81 @@ func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 				first = b.route(c.Namespace, hr, i)
 				first.Match = routeMatch(m)
 				out = append(out, first)
-			} else {
-				out = append(out, withMatch(first, routeMatch(m)))
+				if k := b.countApplying(ms[j+1:]); k > 0 {
+					rest = make([]routev3.Route, 0, k)
+				}
+				continue
 			}
+			rest = rest[:len(rest)+1]
+			r := &rest[len(rest)-1]
+			copyWithMatch(r, first, routeMatch(m))
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// withMatch is a copy of r with another match: every field is copied
-// (TestWithMatchCopiesEveryField checks), so none route sets can be lost.
-func withMatch(r *routev3.Route, m *routev3.RouteMatch) *routev3.Route {
-	return &routev3.Route{
-		Name: r.Name, Match: m, Action: r.Action, Metadata: r.Metadata, Decorator: r.Decorator,
-		TypedPerFilterConfig: r.TypedPerFilterConfig,
-		RequestHeadersToAdd:  r.RequestHeadersToAdd, RequestHeadersToRemove: r.RequestHeadersToRemove,
-		ResponseHeadersToAdd: r.ResponseHeadersToAdd, ResponseHeadersToRemove: r.ResponseHeadersToRemove,
-		Tracing: r.Tracing, PerRequestBufferLimitBytes: r.PerRequestBufferLimitBytes, StatPrefix: r.StatPrefix,
-		RequestBodyBufferLimit: r.RequestBodyBufferLimit, RouteSpecifiers: r.RouteSpecifiers,
+// countApplying counts the match conditions of ms that apply.
+func (b *routeBuilder) countApplying(ms []*networking.HTTPMatchRequest) int {
+	n := 0
+	for _, m := range ms {
+		if b.applies(m) {
+			n++
+		}
 	}
+	return n
+}
+
+// copyWithMatch makes dst, a zero Route, a copy of r with another match:
+// every field is copied (TestCopyWithMatchCopiesEveryField checks), so
+// none route sets can be lost.
+func copyWithMatch(dst, r *routev3.Route, m *routev3.RouteMatch) {
+	dst.Name, dst.Match, dst.Action, dst.Metadata, dst.Decorator = r.Name, m, r.Action, r.Metadata, r.Decorator
+	dst.TypedPerFilterConfig = r.TypedPerFilterConfig
+	dst.RequestHeadersToAdd, dst.RequestHeadersToRemove = r.RequestHeadersToAdd, r.RequestHeadersToRemove
+	dst.ResponseHeadersToAdd, dst.ResponseHeadersToRemove = r.ResponseHeadersToAdd, r.ResponseHeadersToRemove
+	dst.Tracing, dst.PerRequestBufferLimitBytes, dst.StatPrefix = r.Tracing, r.PerRequestBufferLimitBytes, r.StatPrefix
+	dst.RequestBodyBufferLimit, dst.RouteSpecifiers = r.RequestBodyBufferLimit, r.RouteSpecifiers
+}
+
+// forwardRoute is a forwarding route with its action and their oneof
+// wrappers, allocated as one block: there is one per HTTP route and
+// port, and per service without a VirtualService.
+type forwardRoute struct {
+	r       routev3.Route
+	wrap    routev3.Route_Route
+	action  routev3.RouteAction
+	cluster routev3.RouteAction_Cluster
+}
+
+// init links the block's parts and returns its route and action.
+func (f *forwardRoute) init() (*routev3.Route, *routev3.RouteAction) {
+	f.wrap.Route = &f.action
+	f.r.Action = &f.wrap
+	return &f.r, &f.action
 }
 
 // route translates an HTTP route but for its match, which the caller
 // sets.
 func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int) *routev3.Route {
-	r := &routev3.Route{Name: hr.GetName()}
-	if r.Name == "" {
-		r.Name = unnamedRoute(i)
-	}
+	var r *routev3.Route
 	switch {
 	case hr.GetRedirect() != nil:
-		r.Action = &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect())}
+		r = &routev3.Route{Action: &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect())}}
 	case hr.GetDirectResponse() != nil:
-		r.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(hr.GetDirectResponse())}
+		r = &routev3.Route{Action: &routev3.Route_DirectResponse{DirectResponse: directResponse(hr.GetDirectResponse())}}
 	default:
-		r.Action = &routev3.Route_Route{Route: b.action(ns, hr)}
+		f := &forwardRoute{}
+		var ra *routev3.RouteAction
+		r, ra = f.init()
+		b.action(ra, &f.cluster, ns, hr)
 		if f := hr.GetFault(); f != nil {
 			r.TypedPerFilterConfig = map[string]*anypb.Any{FaultFilterName: gen.MustAny(fault(f))}
 		}
+	}
+	r.Name = hr.GetName()
+	if r.Name == "" {
+		r.Name = unnamedRoute(i)
 	}
 	if !b.proxyless {
 		applyHeaders(r, hr.GetHeaders())
@@ -106,21 +154,24 @@ func unnamedRoute(i int) string {
 	return "route-" + strconv.Itoa(i)
 }
 
-// defaultRoute sends everything to cluster: the route of a service
-// without a VirtualService.
-func (b *routeBuilder) defaultRoute(cluster, host string) *routev3.Route {
-	ra := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}
+// defaultRoute makes f the route that sends everything to cluster: the
+// route of a service without a VirtualService.
+func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *routev3.Route {
+	r, ra := f.init()
+	r.Name, r.Match = "default", matchAll
+	f.cluster.Cluster = cluster
+	ra.ClusterSpecifier = &f.cluster
 	if !b.proxyless {
 		ra.Timeout = noTimeout
 		ra.RetryPolicy = defaultRetryPolicy
-		ra.HashPolicy = b.hashPolicy(host, b.port, "")
+		ra.HashPolicy = b.hashPolicy(b.v.ServiceFor(host), b.port, "")
 	}
-	return &routev3.Route{Name: "default", Match: matchAll, Action: &routev3.Route_Route{Route: ra}}
+	return r
 }
 
-// action builds the forwarding part of a route.
-func (b *routeBuilder) action(ns string, hr *networking.HTTPRoute) *routev3.RouteAction {
-	ra := &routev3.RouteAction{}
+// action fills ra, the forwarding part of a route; cl is its cluster
+// specifier when there is one destination.
+func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_Cluster, ns string, hr *networking.HTTPRoute) {
 	// A single destination is live whatever its weight; of several, those
 	// with a weight.
 	live := hr.GetRoute()
@@ -133,18 +184,21 @@ func (b *routeBuilder) action(ns string, hr *networking.HTTPRoute) *routev3.Rout
 		}
 	}
 	if len(live) == 1 {
-		ra.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: b.cluster(ns, live[0].GetDestination())}
+		d := live[0].GetDestination()
+		host, svc, port := b.dest(ns, d)
+		cl.Cluster = gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
+		ra.ClusterSpecifier = cl
+		ra.HashPolicy = b.hashPolicy(svc, port, d.GetSubset())
 	} else {
-		wc := &routev3.WeightedCluster{}
-		for _, d := range live {
-			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: b.cluster(ns, d.GetDestination()), Weight: gen.U32(uint32(d.GetWeight()))})
+		wc := &routev3.WeightedCluster{Clusters: make([]*routev3.WeightedCluster_ClusterWeight, 0, len(live))}
+		for j, d := range live {
+			host, svc, port := b.dest(ns, d.GetDestination())
+			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: gen.ClusterName(gen.Outbound, port, d.GetDestination().GetSubset(), host), Weight: gen.U32(uint32(d.GetWeight()))})
+			if j == 0 {
+				ra.HashPolicy = b.hashPolicy(svc, port, d.GetDestination().GetSubset())
+			}
 		}
 		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
-	}
-	if len(live) > 0 {
-		d := live[0].GetDestination()
-		host := b.v.FQDN(d.GetHost(), ns)
-		ra.HashPolicy = b.hashPolicy(host, b.destPort(host, d.GetPort().GetNumber()), d.GetSubset())
 	}
 	if b.proxyless {
 		if t := hr.GetTimeout(); t != nil {
@@ -174,7 +228,6 @@ func (b *routeBuilder) action(ns string, hr *networking.HTTPRoute) *routev3.Rout
 			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: a}
 		}
 	}
-	return ra
 }
 
 func mirrors(hr *networking.HTTPRoute) []*networking.HTTPMirrorPolicy {
@@ -185,24 +238,33 @@ func mirrors(hr *networking.HTTPRoute) []*networking.HTTPMirrorPolicy {
 	return out
 }
 
-// destPort is the service port a destination to host means.
-func (b *routeBuilder) destPort(host string, port uint32) uint32 {
-	if svc := b.v.ServiceFor(host); svc != nil {
-		if p, ok := scope.DestinationPort(svc, port, b.port); ok {
+// dest resolves a destination (short hosts are relative to the
+// VirtualService's namespace): its host, the visible service of that
+// host (nil if none) and the service port it means.
+func (b *routeBuilder) dest(ns string, d *networking.Destination) (string, *model.Service, uint32) {
+	host := b.v.FQDN(d.GetHost(), ns)
+	svc := b.v.ServiceFor(host)
+	return host, svc, destPort(svc, d.GetPort().GetNumber(), b.port)
+}
+
+// destPort is the service port a destination to svc (nil: no visible
+// service) with port means on a listener port.
+func destPort(svc *model.Service, port, listener uint32) uint32 {
+	if svc != nil {
+		if p, ok := scope.DestinationPort(svc, port, listener); ok {
 			return p.Number
 		}
 	}
 	if port != 0 {
 		return port
 	}
-	return b.port
+	return listener
 }
 
-// cluster names the cluster of a destination (short hosts are relative
-// to the VirtualService's namespace).
+// cluster names the cluster of a destination.
 func (b *routeBuilder) cluster(ns string, d *networking.Destination) string {
-	host := b.v.FQDN(d.GetHost(), ns)
-	return gen.ClusterName(gen.Outbound, b.destPort(host, d.GetPort().GetNumber()), d.GetSubset(), host)
+	host, _, port := b.dest(ns, d)
+	return gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
 }
 
 // fraction is a percentage (default def when unset) as a runtime

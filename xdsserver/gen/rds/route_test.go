@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"strconv"
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -8,10 +9,10 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// TestWithMatchCopiesEveryField fills every field of a Route (one member
-// per oneof) and checks that withMatch keeps all but the match, so a
+// TestCopyWithMatchCopiesEveryField fills every field of a Route (one member
+// per oneof) and checks that copyWithMatch keeps all but the match, so a
 // field route() starts to set cannot be lost on the routes that share it.
-func TestWithMatchCopiesEveryField(t *testing.T) {
+func TestCopyWithMatchCopiesEveryField(t *testing.T) {
 	r := &routev3.Route{}
 	m := r.ProtoReflect()
 	fields := m.Descriptor().Fields()
@@ -36,10 +37,22 @@ func TestWithMatchCopiesEveryField(t *testing.T) {
 		}
 	}
 	match := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: "/p"}}
-	got := withMatch(r, match)
+	got := &routev3.Route{}
+	copyWithMatch(got, r, match)
 	want := proto.Clone(r).(*routev3.Route)
 	want.Match = match
 	if !proto.Equal(got, want) {
-		t.Fatalf("withMatch lost fields:\n got %v\nwant %v", got, want)
+		t.Fatalf("copyWithMatch lost fields:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestParsePort checks parsePort against strconv.ParseUint.
+func TestParsePort(t *testing.T) {
+	for _, s := range []string{"", "0", "80", "080", "00000000000080", "65535", "4294967295", "4294967296", "99999999999999999999999", "+80", "-1", "8a", "a", "1_000", " 80", "reviews:80"} {
+		want, err := strconv.ParseUint(s, 10, 32)
+		got, ok := parsePort(s)
+		if ok != (err == nil) || (ok && uint64(got) != want) {
+			t.Errorf("parsePort(%q) = %d, %v; ParseUint gives %d, %v", s, got, ok, want, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,27 +16,73 @@ import (
 
 // vhostBuilder collects the virtual hosts of one sidecar route config.
 // Envoy rejects a domain used twice in one config, so the first virtual
-// host to claim a domain keeps it.
+// host to claim a domain keeps it. The claimed domains are exactly those
+// of hosts: a claim that takes nothing adds no host.
 type vhostBuilder struct {
-	rb      routeBuilder
-	used    map[string]bool
-	covered map[string]bool // hosts with a virtual host
-	hosts   []*routev3.VirtualHost
+	rb routeBuilder
+	// used indexes the claimed domains once there is more than one
+	// virtual host (a config for one service needs no map); hint sizes
+	// it.
+	used  map[string]struct{}
+	hint  int
+	hosts []*routev3.VirtualHost
 }
 
-func newVhostBuilder(v *scope.View, port uint32) *vhostBuilder {
-	return &vhostBuilder{rb: routeBuilder{v: v, port: port, gateway: "mesh"}, used: map[string]bool{}, covered: map[string]bool{}}
+// newVhostBuilder starts a config on port expected to hold about hosts
+// virtual hosts and domains domains.
+func newVhostBuilder(v *scope.View, port uint32, hosts, domains int) vhostBuilder {
+	return vhostBuilder{rb: routeBuilder{v: v, port: port, gateway: "mesh"}, hint: domains, hosts: make([]*routev3.VirtualHost, 0, hosts)}
 }
 
+// claim keeps the domains no virtual host has taken (the first of
+// duplicates) and takes them; it reuses domains' array.
 func (b *vhostBuilder) claim(domains []string) []string {
 	out := domains[:0]
+	if len(b.hosts) == 0 {
+		for _, d := range domains {
+			if !slices.Contains(out, d) {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+	if b.used == nil {
+		b.used = make(map[string]struct{}, max(b.hint, 8))
+		for _, h := range b.hosts {
+			for _, d := range h.GetDomains() {
+				b.used[d] = struct{}{}
+			}
+		}
+	}
 	for _, d := range domains {
-		if !b.used[d] {
-			b.used[d] = true
+		if _, ok := b.used[d]; !ok {
+			b.used[d] = struct{}{}
 			out = append(out, d)
 		}
 	}
 	return out
+}
+
+// taken reports whether a virtual host has claimed d.
+func (b *vhostBuilder) taken(d string) bool {
+	if b.used != nil {
+		_, ok := b.used[d]
+		return ok
+	}
+	for _, h := range b.hosts {
+		if slices.Contains(h.GetDomains(), d) {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultHost is the virtual host of a service without a VirtualService,
+// allocated with its one route as one block.
+type defaultHost struct {
+	vh     routev3.VirtualHost
+	routes [1]*routev3.Route
+	route  forwardRoute
 }
 
 // service adds the virtual host of one service on the builder's port:
@@ -45,75 +92,89 @@ func (b *vhostBuilder) service(svc *model.Service) {
 	all := serviceDomains(b.rb.v, svc, port)
 	name := all[1] // "host:port", before claim reuses the slice
 	domains := b.claim(all)
-	b.covered[svc.Hostname] = true
 	if len(domains) == 0 {
 		return
 	}
-	var routes []*routev3.Route
 	if vs := b.rb.v.VirtualServiceFor(svc.Hostname); vs != nil {
-		routes = b.rb.vsRoutes(vs)
-	} else {
-		routes = []*routev3.Route{b.rb.defaultRoute(gen.ClusterName(gen.Outbound, port, "", svc.Hostname), svc.Hostname)}
+		b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs)})
+		return
 	}
-	b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes})
+	dh := &defaultHost{}
+	dh.routes[0] = b.rb.defaultRoute(&dh.route, gen.ClusterName(gen.Outbound, port, "", svc.Hostname), svc.Hostname)
+	dh.vh.Name, dh.vh.Domains, dh.vh.Routes = name, domains, dh.routes[:]
+	b.hosts = append(b.hosts, &dh.vh)
 }
 
 // vsOnlyHosts adds virtual hosts for VirtualService hosts that are no
-// visible service (external names, wildcards), as Istio does.
+// visible service (external names, wildcards), as Istio does. Hosts of
+// services were covered by service (every visible service is found by
+// ServiceFor); seen holds the others already considered.
 func (b *vhostBuilder) vsOnlyHosts() {
 	v := b.rb.v
 	vss := v.VirtualServices()
+	var seen map[string]bool
 	for i := range vss {
 		c := &vss[i]
 		for _, h := range c.Spec.(*networking.VirtualService).GetHosts() {
 			h = v.FQDN(h, c.Namespace)
-			if b.covered[h] || v.ServiceFor(h) != nil {
+			if seen[h] || v.ServiceFor(h) != nil {
 				continue
 			}
-			b.covered[h] = true
+			if seen == nil {
+				seen = map[string]bool{}
+			}
+			seen[h] = true
 			routes := b.rb.vsRoutes(c)
 			if len(routes) == 0 {
 				continue
 			}
-			domains := b.claim([]string{h, gen.HostPort(h, b.rb.port)})
+			name := gen.HostPort(h, b.rb.port)
+			domains := b.claim([]string{h, name})
 			if len(domains) == 0 {
 				continue
 			}
-			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: gen.HostPort(h, b.rb.port), Domains: domains, Routes: routes})
+			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes})
 		}
 	}
 }
 
+// allowAnyHost and blockAllHost are Istio's catch-all virtual hosts,
+// shared by every sidecar route config and never altered.
+var (
+	allowAnyHost = &routev3.VirtualHost{Name: "allow_any", Domains: []string{"*"}, Routes: []*routev3.Route{{
+		Name: "allow_any", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: gen.PassthroughCluster}, Timeout: gen.Duration(0)}},
+	}}}
+	blockAllHost = &routev3.VirtualHost{Name: "block_all", Domains: []string{"*"}, Routes: []*routev3.Route{{
+		Name: "block_all", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+		Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 502}},
+	}}}
+)
+
 // fallback adds Istio's catch-all virtual host: "allow_any" to the
 // PassthroughCluster, or "block_all" answering 502 under REGISTRY_ONLY.
 func (b *vhostBuilder) fallback() {
-	if b.used["*"] {
+	if b.taken("*") {
 		return
 	}
-	b.used["*"] = true
+	if b.used != nil {
+		b.used["*"] = struct{}{}
+	}
 	m := b.rb.v.Push.Mesh
 	if m != nil && m.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
-		b.hosts = append(b.hosts, &routev3.VirtualHost{Name: "block_all", Domains: []string{"*"}, Routes: []*routev3.Route{{
-			Name: "block_all", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-			Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 502}},
-		}}})
+		b.hosts = append(b.hosts, blockAllHost)
 		return
 	}
-	b.hosts = append(b.hosts, &routev3.VirtualHost{Name: "allow_any", Domains: []string{"*"}, Routes: []*routev3.Route{{
-		Name: "allow_any", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: gen.PassthroughCluster}, Timeout: gen.Duration(0)}},
-	}}})
+	b.hosts = append(b.hosts, allowAnyHost)
 }
 
-// serviceDomains are the names a service is reached by on port, as
-// Istio lists them: the hostname; for a cluster-local hostname
-// "svc.ns.svc.DOMAIN" also "svc.ns.svc", "svc.ns" and, from the same
-// namespace, "svc"; its addresses; each also with ":port". The short
-// names are substrings of the hostname and the ":port" forms are cut
-// from one string: two allocations per service instead of a dozen.
-func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
-	var stack [8]string
-	names := append(stack[:0], svc.Hostname)
+// serviceNames are the names a service is reached by, as Istio lists
+// them: the hostname; for a cluster-local hostname "svc.ns.svc.DOMAIN"
+// also "svc.ns.svc", "svc.ns" and, from the same namespace, "svc"; its
+// addresses. The short names are substrings of the hostname; the list
+// is built in buf when it fits.
+func serviceNames(v *scope.View, svc *model.Service, buf *[8]string) []string {
+	names := append(buf[:0], svc.Hostname)
 	// Suffixes are compared piecewise: concatenating them would allocate
 	// per service.
 	const svcPart = ".svc."
@@ -132,13 +193,25 @@ func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
 			}
 		}
 	}
+	return names
+}
+
+// serviceDomains are a service's names (serviceNames), each followed by
+// its ":port" form. The ":port" forms are cut from one string: two
+// allocations per service instead of a dozen.
+func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
+	var stack [8]string
+	names := serviceNames(v, svc, &stack)
 	var p [10]byte
 	ps := strconv.AppendUint(p[:0], uint64(port), 10)
-	var b strings.Builder
+	size := 0
 	for _, n := range names {
-		b.Grow(len(n) + 3 + len(ps))
+		size += len(n) + 3 + len(ps)
 	}
-	ends := make([]int, 0, len(names))
+	var b strings.Builder
+	b.Grow(size)
+	var endStack [8]int
+	ends := endStack[:0]
 	for _, n := range names {
 		if strings.IndexByte(n, ':') >= 0 { // as gen.HostPort
 			b.WriteByte('[')
