@@ -1,48 +1,248 @@
 package rds
 
 import (
+	"strconv"
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
-// gatewayRoutes builds a router's route configs. It indexes the
-// VirtualServices by the gateway they bind to once per generation.
+// gatewayRoutes builds a router's route configs. Once per generation it
+// groups the router's HTTP servers by route name and indexes the
+// VirtualServices bound to their gateways; the Envoy routes of each
+// VirtualService are built once per port and gateway they differ by
+// (routesFor) and shared by every virtual host and route config that
+// lists them.
 type gatewayRoutes struct {
-	v       *scope.View
-	servers map[string][]scope.GatewayServer // by route name
-	vsByGW  map[string][]*config.Config
+	v *scope.View
+	// servers[byName[name]] are the HTTP servers of route config name, in
+	// port then Gateway order.
+	byName  map[string]int32
+	servers [][]scope.GatewayServer
+	// vss are the VirtualServices bound to a gateway of a server, in
+	// snapshot order; byGateway lists, per gateway "ns/name", the indexes
+	// in vss of those bound to it, in order; memo holds what was built
+	// of each.
+	vss       []*config.Config
+	byGateway map[string][]int32
+	memo      []vsMemo
 }
 
 func newGatewayRoutes(v *scope.View) *gatewayRoutes {
-	g := &gatewayRoutes{v: v, servers: map[string][]scope.GatewayServer{}, vsByGW: map[string][]*config.Config{}}
-	ports, byPort := scope.GatewayServers(v.Push, v.Proxy)
+	g := &gatewayRoutes{v: v}
+	g.groupServers()
+	g.indexVirtualServices()
+	g.memo = make([]vsMemo, len(g.vss))
+	return g
+}
+
+// groupServers fills byName and servers, the servers of all route
+// configs in one array.
+func (g *gatewayRoutes) groupServers() {
+	ports, byPort := scope.GatewayServers(g.v.Push, g.v.Proxy)
+	n := 0
+	for _, p := range ports {
+		n += len(byPort[p])
+	}
+	g.byName = make(map[string]int32, n)
+	var counts []int32
+	for _, p := range ports {
+		for _, s := range byPort[p] {
+			if !s.IsHTTP() {
+				continue
+			}
+			i, ok := g.byName[s.RouteName]
+			if !ok {
+				i = int32(len(counts))
+				g.byName[s.RouteName] = i
+				counts = append(counts, 0)
+			}
+			counts[i]++
+		}
+	}
+	all := make([]scope.GatewayServer, 0, n)
+	g.servers = make([][]scope.GatewayServer, len(counts))
+	for i, c := range counts {
+		g.servers[i] = all[len(all) : len(all) : len(all)+int(c)]
+		all = all[:len(all)+int(c)]
+	}
 	for _, p := range ports {
 		for _, s := range byPort[p] {
 			if s.IsHTTP() {
-				g.servers[s.RouteName] = append(g.servers[s.RouteName], s)
+				i := g.byName[s.RouteName]
+				g.servers[i] = append(g.servers[i], s)
 			}
 		}
 	}
-	vss := v.Push.Configs(config.VirtualService)
-	for i := range vss {
-		c := &vss[i]
+}
+
+// indexVirtualServices fills vss and byGateway for the gateways of the
+// HTTP servers: one pass over the snapshot's VirtualServices, the lists
+// cut from one array.
+func (g *gatewayRoutes) indexVirtualServices() {
+	n := 0
+	for _, ss := range g.servers {
+		n += len(ss)
+	}
+	gws := make(map[string]int32, n)
+	var names []string
+	for _, ss := range g.servers {
+		for _, s := range ss {
+			if _, ok := gws[s.Gateway]; !ok {
+				gws[s.Gateway] = int32(len(names))
+				names = append(names, s.Gateway)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	type binding struct{ gw, vs int32 }
+	var bindings []binding
+	counts := make([]int32, len(names))
+	all := g.v.Push.Configs(config.VirtualService)
+	var buf [128]byte
+	for i := range all {
+		c := &all[i]
+		vsIndex := int32(-1)
 		for _, gw := range c.Spec.(*networking.VirtualService).GetGateways() {
 			if gw == "mesh" {
 				continue
 			}
-			if !strings.Contains(gw, "/") {
-				gw = c.Namespace + "/" + gw
+			var gi int32
+			var ok bool
+			if strings.Contains(gw, "/") {
+				gi, ok = gws[gw]
+			} else { // "name" is the VirtualService's namespace's
+				b := append(append(append(buf[:0], c.Namespace...), '/'), gw...)
+				gi, ok = gws[string(b)]
 			}
-			g.vsByGW[gw] = append(g.vsByGW[gw], c)
+			if !ok {
+				continue
+			}
+			if vsIndex < 0 {
+				vsIndex = int32(len(g.vss))
+				g.vss = append(g.vss, c)
+			}
+			bindings = append(bindings, binding{gi, vsIndex})
+			counts[gi]++
 		}
 	}
-	return g
+	idx := make([]int32, 0, len(bindings))
+	lists := make([][]int32, len(names))
+	for i, c := range counts {
+		lists[i] = idx[len(idx) : len(idx) : len(idx)+int(c)]
+		idx = idx[:len(idx)+int(c)]
+	}
+	for _, b := range bindings {
+		lists[b.gw] = append(lists[b.gw], b.vs)
+	}
+	g.byGateway = make(map[string][]int32, len(names))
+	for i, n := range names {
+		g.byGateway[n] = lists[i]
+	}
+}
+
+// vsMemo is what one generation built of a VirtualService on a router:
+// its routes per port and gateway, keyed by 0 and "" where they cannot
+// differ (see independence). Most are built once or twice.
+type vsMemo struct {
+	checked bool
+	// portFree: the routes are the same on every port; gatewayFree: the
+	// same through every gateway of the router.
+	portFree, gatewayFree bool
+	n                     int
+	first                 [2]builtRoutes
+	more                  []builtRoutes
+}
+
+type builtRoutes struct {
+	port    uint32
+	gateway string
+	routes  []*routev3.Route
+}
+
+// routesFor returns the routes of vss[i] on port through gateway, built
+// on first use. The slice is clipped to its length, so that a virtual
+// host appending to it copies it instead of writing into another's.
+func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*routev3.Route {
+	c, m := g.vss[i], &g.memo[i]
+	if !m.checked {
+		m.checked = true
+		m.portFree, m.gatewayFree = g.independence(c)
+	}
+	kp, kg := port, gateway
+	if m.portFree {
+		kp = 0
+	}
+	if m.gatewayFree {
+		kg = ""
+	}
+	built := m.first[:min(m.n, len(m.first))]
+	for range 2 {
+		for _, b := range built {
+			if b.port == kp && b.gateway == kg {
+				return b.routes
+			}
+		}
+		built = m.more
+	}
+	rb := routeBuilder{v: g.v, port: port, gateway: gateway}
+	routes := rb.vsRoutes(c)
+	routes = routes[:len(routes):len(routes)]
+	b := builtRoutes{port: kp, gateway: kg, routes: routes}
+	if m.n < len(m.first) {
+		m.first[m.n] = b
+	} else {
+		m.more = append(m.more, b)
+	}
+	m.n++
+	return routes
+}
+
+// independence reports whether a VirtualService's routes are the same
+// on every port and through every gateway of the router. The listener
+// port reaches a route only through match ports and destPort (a
+// destination without a port to a host that is not a single-port
+// service); the gateway only through match gateways (never "mesh" on a
+// router, so source labels are not checked).
+func (g *gatewayRoutes) independence(c *config.Config) (portFree, gatewayFree bool) {
+	portFree, gatewayFree = true, true
+	for _, hr := range c.Spec.(*networking.VirtualService).GetHttp() {
+		for _, m := range hr.GetMatch() {
+			if m.GetPort() != 0 {
+				portFree = false
+			}
+			if len(m.GetGateways()) > 0 {
+				gatewayFree = false
+			}
+		}
+		for _, d := range hr.GetRoute() {
+			if !g.fixedPort(c.Namespace, d.GetDestination()) {
+				portFree = false
+			}
+		}
+		for _, mp := range mirrors(hr) {
+			if !g.fixedPort(c.Namespace, mp.GetDestination()) {
+				portFree = false
+			}
+		}
+	}
+	return portFree, gatewayFree
+}
+
+// fixedPort reports whether destPort gives the same port for d on every
+// listener port.
+func (g *gatewayRoutes) fixedPort(ns string, d *networking.Destination) bool {
+	if d.GetPort().GetNumber() != 0 {
+		return true
+	}
+	svc := g.v.ServiceFor(g.v.FQDN(d.GetHost(), ns))
+	return svc != nil && len(svc.Ports) == 1
 }
 
 // build makes the route config name: one virtual host per VirtualService
@@ -50,17 +250,16 @@ func newGatewayRoutes(v *scope.View) *gatewayRoutes {
 // VirtualService for that host merged in order (Istio merges them on
 // gateways). Domains are the host and "host:*".
 func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
-	servers := g.servers[name]
-	if len(servers) == 0 {
+	i, ok := g.byName[name]
+	if !ok {
 		return nil
 	}
 	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: noValidate}
-	byHost := map[string]*routev3.VirtualHost{}
-	used := map[string]bool{}
-	for _, s := range servers {
+	var ix hostIndex
+	for _, s := range g.servers[i] {
 		port := s.Server.GetPort().GetNumber()
-		rb := routeBuilder{v: g.v, port: port, gateway: s.Gateway}
-		for _, c := range g.vsByGW[s.Gateway] {
+		for _, id := range g.byGateway[s.Gateway] {
+			c := g.vss[id]
 			vs := c.Spec.(*networking.VirtualService)
 			if !scope.Exported(vs.GetExportTo(), c.Namespace, s.Namespace) {
 				continue
@@ -72,31 +271,22 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 					continue
 				}
 				if routes == nil {
-					if routes = rb.vsRoutes(c); len(routes) == 0 {
+					if routes = g.routesFor(id, port, s.Gateway); len(routes) == 0 {
 						break // no HTTP routes for this port
 					}
 				}
-				vh := byHost[h]
+				vh := ix.lookup(rc.VirtualHosts, h)
 				if vh == nil {
-					domains := make([]string, 0, 2)
-					claim := func(d string) {
-						if !used[d] {
-							used[d] = true
-							domains = append(domains, d)
-						}
-					}
-					claim(h)
-					if h != "*" {
-						claim(h + ":*")
-					}
-					if len(domains) == 0 {
+					if vh = ix.add(rc.VirtualHosts, h, port); vh == nil {
 						continue
 					}
-					vh = &routev3.VirtualHost{Name: gen.HostPort(h, port), Domains: domains}
-					byHost[h] = vh
 					rc.VirtualHosts = append(rc.VirtualHosts, vh)
 				}
-				vh.Routes = append(vh.Routes, routes...)
+				if vh.Routes == nil {
+					vh.Routes = routes // clipped: an append copies
+				} else {
+					vh.Routes = append(vh.Routes, routes...)
+				}
 			}
 		}
 	}
@@ -110,4 +300,111 @@ func serverSelects(s scope.GatewayServer, vsNS, host string) bool {
 		}
 	}
 	return false
+}
+
+// hostIndex finds the virtual host of a VirtualService host in one
+// gateway route config and records the domains its virtual hosts vhs
+// (the config's, passed to every method) claimed: Envoy rejects a
+// domain used twice. Most configs have one server and a few hosts: those
+// are scanned; past smallHosts a map takes over.
+type hostIndex struct {
+	hosts [smallHosts]string // of the first virtual hosts
+	// byDomain: a domain claimed by the virtual host of the same host is
+	// its index+1 in vhs; claimed by another, -1.
+	byDomain map[string]int32
+}
+
+const smallHosts = 8
+
+// lookup returns the virtual host made for host, or nil.
+func (ix *hostIndex) lookup(vhs []*routev3.VirtualHost, host string) *routev3.VirtualHost {
+	if ix.byDomain != nil {
+		if i := ix.byDomain[host]; i > 0 {
+			return vhs[i-1]
+		}
+		return nil
+	}
+	for i, vh := range vhs {
+		if ix.hosts[i] == host {
+			return vh
+		}
+	}
+	return nil
+}
+
+// claimed reports whether a virtual host took domain d.
+func (ix *hostIndex) claimed(vhs []*routev3.VirtualHost, d string) bool {
+	if ix.byDomain != nil {
+		_, ok := ix.byDomain[d]
+		return ok
+	}
+	for _, vh := range vhs {
+		for _, vd := range vh.Domains {
+			if vd == d {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gatewayHost is a gateway virtual host with room for its domains,
+// allocated as one block.
+type gatewayHost struct {
+	vh      routev3.VirtualHost
+	domains [2]string
+}
+
+// add makes the virtual host of host, named "host:port", with the domains
+// host and "host:*" that are still free, for the caller to append to
+// vhs; nil if no domain is free.
+func (ix *hostIndex) add(vhs []*routev3.VirtualHost, host string, port uint32) *routev3.VirtualHost {
+	// "host:*" and the name "host:port" are cut from one string.
+	var buf [128]byte
+	b := append(buf[:0], host...)
+	b = append(b, ":*"...)
+	if strings.IndexByte(host, ':') >= 0 { // as gen.HostPort
+		b = append(append(append(b, '['), host...), ']')
+	} else {
+		b = append(b, host...)
+	}
+	s := string(strconv.AppendUint(append(b, ':'), uint64(port), 10))
+	wild, name := s[:len(host)+2], s[len(host)+2:]
+	gh := &gatewayHost{}
+	domains := gh.domains[:0]
+	if !ix.claimed(vhs, host) {
+		domains = append(domains, host)
+	}
+	wildFree := host != "*" && !ix.claimed(vhs, wild)
+	if wildFree {
+		domains = append(domains, wild)
+	}
+	if len(domains) == 0 {
+		return nil
+	}
+	gh.vh.Name, gh.vh.Domains = name, domains
+	i := len(vhs)
+	switch {
+	case ix.byDomain != nil:
+		// host is claimed now, by this virtual host or before it.
+		ix.byDomain[host] = int32(i + 1)
+		if wildFree {
+			ix.byDomain[wild] = -1
+		}
+	case i < smallHosts:
+		ix.hosts[i] = host
+	default:
+		ix.byDomain = make(map[string]int32, 4*smallHosts)
+		for j, vh := range vhs {
+			for _, d := range vh.Domains {
+				ix.byDomain[d] = -1
+			}
+			ix.byDomain[ix.hosts[j]] = int32(j + 1)
+		}
+		for _, d := range domains {
+			ix.byDomain[d] = -1
+		}
+		ix.byDomain[host] = int32(i + 1)
+	}
+	return &gh.vh
 }
