@@ -36,6 +36,10 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 		names = RouteNames(v)
 	}
 	var gw *gatewayRoutes
+	var shared map[servicePort]*routev3.VirtualHost
+	if len(names) > 1 && in.Proxy.Type != gen.Router && !in.Proxy.Proxyless {
+		shared = map[servicePort]*routev3.VirtualHost{}
+	}
 	out := make([]gen.Resource, 0, len(names))
 	for _, name := range names {
 		var rc *routev3.RouteConfiguration
@@ -48,7 +52,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 			}
 			rc = gw.build(name)
 		default:
-			rc = sidecarRoute(v, name)
+			rc = sidecarRoute(v, name, shared)
 		}
 		if rc != nil {
 			out = append(out, gen.Resource{Name: name, Resource: rc})
@@ -112,10 +116,10 @@ func RouteNames(v *scope.View) []string {
 
 // sidecarRoute builds "PORT" (every HTTP or auto-detected service port
 // on that port) or "host:port" (one auto-detected port of a service with
-// an address).
-func sidecarRoute(v *scope.View, name string) *routev3.RouteConfiguration {
+// an address). shared is the generation's (see vhostBuilder).
+func sidecarRoute(v *scope.View, name string, shared map[servicePort]*routev3.VirtualHost) *routev3.RouteConfiguration {
 	if port, ok := parsePort(name); ok {
-		return portRoute(v, name, port)
+		return portRoute(v, name, port, shared)
 	}
 	i := strings.LastIndexByte(name, ':')
 	if i < 0 {
@@ -133,7 +137,7 @@ func sidecarRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	if !found || scope.ListenerProtocol(p) != scope.ListenAuto || scope.ServiceAddress(v.Proxy, svc) == "" {
 		return nil
 	}
-	vb := newVhostBuilder(v, port, 1, 0)
+	vb := newVhostBuilder(v, port, 1, 0, shared)
 	vb.service(svc)
 	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
 }
@@ -164,7 +168,7 @@ func parsePort(s string) (uint32, bool) {
 // (port.Protocol.IsHTTP() or sniffed); then VirtualService-only hosts
 // and the catch-all. A first pass counts the hosts and their domains so
 // that the list and the domain index are allocated once.
-func portRoute(v *scope.View, name string, port uint32) *routev3.RouteConfiguration {
+func portRoute(v *scope.View, name string, port uint32, shared map[servicePort]*routev3.VirtualHost) *routev3.RouteConfiguration {
 	hosts, domains := 0, 0
 	var buf [8]string
 	for _, svc := range v.Services {
@@ -173,7 +177,7 @@ func portRoute(v *scope.View, name string, port uint32) *routev3.RouteConfigurat
 			domains += 2 * len(serviceNames(v, svc, &buf))
 		}
 	}
-	vb := newVhostBuilder(v, port, hosts+1, domains+1)
+	vb := newVhostBuilder(v, port, hosts+1, domains+1, shared)
 	for _, svc := range v.Services {
 		if servedOn(svc, port) {
 			vb.service(svc)

@@ -26,12 +26,54 @@ type vhostBuilder struct {
 	used  map[string]struct{}
 	hint  int
 	hosts []*routev3.VirtualHost
+	// shared holds, when the generation builds several route configs,
+	// the virtual host of each service port already built with all its
+	// domains: the same in every config that lists that service port
+	// with its domains free (a "PORT" config and the service's own
+	// "host:port" one). Nil otherwise.
+	shared map[servicePort]*routev3.VirtualHost
+}
+
+// servicePort keys a service's virtual host on a port.
+type servicePort struct {
+	svc  *model.Service
+	port uint32
 }
 
 // newVhostBuilder starts a config on port expected to hold about hosts
 // virtual hosts and domains domains.
-func newVhostBuilder(v *scope.View, port uint32, hosts, domains int) vhostBuilder {
-	return vhostBuilder{rb: routeBuilder{v: v, port: port, gateway: "mesh"}, hint: domains, hosts: make([]*routev3.VirtualHost, 0, hosts)}
+func newVhostBuilder(v *scope.View, port uint32, hosts, domains int, shared map[servicePort]*routev3.VirtualHost) vhostBuilder {
+	return vhostBuilder{rb: routeBuilder{v: v, port: port, gateway: "mesh"}, hint: domains, hosts: make([]*routev3.VirtualHost, 0, hosts), shared: shared}
+}
+
+// index makes used from the hosts so far.
+func (b *vhostBuilder) index() {
+	b.used = make(map[string]struct{}, max(b.hint, 8))
+	for _, h := range b.hosts {
+		for _, d := range h.GetDomains() {
+			b.used[d] = struct{}{}
+		}
+	}
+}
+
+// claimAll claims domains, distinct ones, if none is taken; else it
+// claims nothing.
+func (b *vhostBuilder) claimAll(domains []string) bool {
+	if len(b.hosts) == 0 {
+		return true
+	}
+	if b.used == nil {
+		b.index()
+	}
+	for _, d := range domains {
+		if _, ok := b.used[d]; ok {
+			return false
+		}
+	}
+	for _, d := range domains {
+		b.used[d] = struct{}{}
+	}
+	return true
 }
 
 // claim keeps the domains no virtual host has taken (the first of
@@ -47,12 +89,7 @@ func (b *vhostBuilder) claim(domains []string) []string {
 		return out
 	}
 	if b.used == nil {
-		b.used = make(map[string]struct{}, max(b.hint, 8))
-		for _, h := range b.hosts {
-			for _, d := range h.GetDomains() {
-				b.used[d] = struct{}{}
-			}
-		}
+		b.index()
 	}
 	for _, d := range domains {
 		if _, ok := b.used[d]; !ok {
@@ -89,20 +126,38 @@ type defaultHost struct {
 // its VirtualService's routes, else the default route.
 func (b *vhostBuilder) service(svc *model.Service) {
 	port := b.rb.port
-	all := serviceDomains(b.rb.v, svc, port)
-	name := all[1] // "host:port", before claim reuses the slice
+	key := servicePort{svc, port}
+	if vh := b.shared[key]; vh != nil {
+		if b.claimAll(vh.Domains) {
+			b.hosts = append(b.hosts, vh)
+			return
+		}
+		// Some domains are taken: a copy with the others, same routes.
+		if domains := b.claim(slices.Clone(vh.Domains)); len(domains) > 0 {
+			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: vh.Name, Domains: domains, Routes: vh.Routes})
+		}
+		return
+	}
+	vs := b.rb.v.VirtualServiceFor(svc.Hostname)
+	all, cluster := serviceDomains(b.rb.v, svc, port, vs == nil)
+	n, name := len(all), all[1] // "host:port", before claim reuses the slice
 	domains := b.claim(all)
 	if len(domains) == 0 {
 		return
 	}
-	if vs := b.rb.v.VirtualServiceFor(svc.Hostname); vs != nil {
-		b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs)})
-		return
+	var vh *routev3.VirtualHost
+	if vs != nil {
+		vh = &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs)}
+	} else {
+		dh := &defaultHost{}
+		dh.routes[0] = b.rb.defaultRoute(&dh.route, cluster, svc.Hostname)
+		dh.vh.Name, dh.vh.Domains, dh.vh.Routes = name, domains, dh.routes[:]
+		vh = &dh.vh
 	}
-	dh := &defaultHost{}
-	dh.routes[0] = b.rb.defaultRoute(&dh.route, gen.ClusterName(gen.Outbound, port, "", svc.Hostname), svc.Hostname)
-	dh.vh.Name, dh.vh.Domains, dh.vh.Routes = name, domains, dh.routes[:]
-	b.hosts = append(b.hosts, &dh.vh)
+	b.hosts = append(b.hosts, vh)
+	if b.shared != nil && len(domains) == n {
+		b.shared[key] = vh
+	}
 }
 
 // vsOnlyHosts adds virtual hosts for VirtualService hosts that are no
@@ -197,9 +252,10 @@ func serviceNames(v *scope.View, svc *model.Service, buf *[8]string) []string {
 }
 
 // serviceDomains are a service's names (serviceNames), each followed by
-// its ":port" form. The ":port" forms are cut from one string: two
-// allocations per service instead of a dozen.
-func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
+// its ":port" form; with cluster, also the name of the service port's
+// cluster. The ":port" forms and the cluster name are cut from one
+// string: two allocations per service instead of a dozen.
+func serviceDomains(v *scope.View, svc *model.Service, port uint32, cluster bool) ([]string, string) {
 	var stack [8]string
 	names := serviceNames(v, svc, &stack)
 	var p [10]byte
@@ -207,6 +263,10 @@ func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
 	size := 0
 	for _, n := range names {
 		size += len(n) + 3 + len(ps)
+	}
+	const outbound = string(gen.Outbound) + "|"
+	if cluster {
+		size += len(outbound) + len(ps) + 2 + len(svc.Hostname)
 	}
 	var b strings.Builder
 	b.Grow(size)
@@ -224,12 +284,19 @@ func serviceDomains(v *scope.View, svc *model.Service, port uint32) []string {
 		b.Write(ps)
 		ends = append(ends, b.Len())
 	}
+	start := b.Len()
+	if cluster { // as gen.ClusterName(gen.Outbound, port, "", host)
+		b.WriteString(outbound)
+		b.Write(ps)
+		b.WriteString("||")
+		b.WriteString(svc.Hostname)
+	}
 	all := b.String()
 	out := make([]string, 0, 2*len(names))
-	start := 0
+	prev := 0
 	for i, n := range names {
-		out = append(out, n, all[start:ends[i]])
-		start = ends[i]
+		out = append(out, n, all[prev:ends[i]])
+		prev = ends[i]
 	}
-	return out
+	return out, all[start:]
 }

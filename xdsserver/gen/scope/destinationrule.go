@@ -15,9 +15,20 @@ import (
 // root namespace (Istio's order); in each, an exact host beats the most
 // specific wildcard; exportTo is honoured. Nil if none.
 func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
-	for _, ns := range []string{v.Proxy.Namespace, svc.Namespace, RootNamespace(v.Push)} {
+	ix := v.destinationRules()
+	if !ix.any {
+		return nil
+	}
+	for i, ns := range [3]string{v.Proxy.Namespace, svc.Namespace, ix.root} {
 		var best *networking.DestinationRule
-		for _, c := range v.Push.ConfigsIn(config.DestinationRule, ns) {
+		cs := ix.proxyNS
+		switch i {
+		case 1:
+			cs = v.Push.ConfigsIn(config.DestinationRule, ns)
+		case 2:
+			cs = ix.rootNS
+		}
+		for _, c := range cs {
 			dr := c.Spec.(*networking.DestinationRule)
 			if !Exported(dr.GetExportTo(), c.Namespace, v.Proxy.Namespace) {
 				continue
@@ -35,6 +46,26 @@ func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 		}
 	}
 	return nil
+}
+
+// drIndex holds what DestinationRule looks up on every call: whether
+// the snapshot has any DestinationRule, and those of the proxy's and the
+// root namespace. Routes and clusters ask once per service.
+type drIndex struct {
+	any             bool
+	root            string
+	proxyNS, rootNS []config.Config
+}
+
+func (v *View) destinationRules() *drIndex {
+	if v.dr == nil {
+		v.dr = &drIndex{any: len(v.Push.Configs(config.DestinationRule)) > 0, root: RootNamespace(v.Push)}
+		if v.dr.any {
+			v.dr.proxyNS = v.Push.ConfigsIn(config.DestinationRule, v.Proxy.Namespace)
+			v.dr.rootNS = v.Push.ConfigsIn(config.DestinationRule, v.dr.root)
+		}
+	}
+	return v.dr
 }
 
 // Subset returns the subset of dr named name, or nil.

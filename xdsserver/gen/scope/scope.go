@@ -24,7 +24,8 @@ import (
 // View is what one proxy sees of a snapshot. It is computed for one
 // generation, used by one goroutine and not shared; its VirtualService
 // list and index are built on first use (CDS and most listeners never
-// read them), after which nothing in it changes.
+// read them), as is its DestinationRule index, after which nothing in it
+// changes.
 type View struct {
 	Push  *push.PushContext
 	Proxy *gen.Proxy
@@ -33,6 +34,7 @@ type View struct {
 	Services []*model.Service
 	sidecar  *networking.Sidecar
 	vs       *vsIndex
+	dr       *drIndex
 }
 
 // vsIndex holds the visible VirtualServices bound to "mesh" (sidecars
