@@ -1,10 +1,10 @@
 // Package agent wires the host agent (baremesh-agent): it loads
-// /etc/baremesh/agent.yaml, applies and keeps the capture rules,
-// supervises the local proxy, checks the control plane, serves /healthz
-// and /status, and talks to systemd; optionally it keeps the node tunnel
-// (tunnel:) and runs the CNI repair controller (repair:). It imports
-// nodeagent/{iptables,reconcile,tunnel,repair,cni} and internal/version of
-// this module, nothing else.
+// /etc/baremesh/agent.yaml (and reloads it on SIGHUP, see reload.go),
+// applies and keeps the capture rules, supervises the local proxy, checks
+// the control plane, serves /healthz and /status, and talks to systemd;
+// optionally it keeps the node tunnel (tunnel:) and runs the CNI repair
+// controller (repair:). It imports nodeagent/{iptables,reconcile,tunnel,
+// repair,cni} and internal/version of this module, nothing else.
 package agent
 
 import (
@@ -108,20 +108,29 @@ type LogConfig struct {
 	Format string `yaml:"format"` // text (default) or json
 }
 
-// ErrConfig is wrapped by every configuration error.
+// ErrConfig is matched (errors.Is) by every configuration error.
 var ErrConfig = errors.New("invalid agent config")
 
 // Parse decodes and validates a configuration; name is used in errors.
+// An error is a *ConfigError whose problems carry name, the line and
+// the field.
 func Parse(name string, data []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // empty file: defaults
-		return c, fmt.Errorf("%w: %s: not valid agent YAML: %w", ErrConfig, name, err)
+		return c, &ConfigError{Problems: decodeProblems(name, data, err)}
 	}
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("%s: %w", name, err)
+		pos := indexPositions(data)
+		ce := err.(*ConfigError) // Validate's only kind of error
+		probs := make([]Problem, len(ce.Problems))
+		for i, p := range ce.Problems {
+			p.File, p.Line = name, pos.lineOf(p.Field)
+			probs[i] = p
+		}
+		return c, &ConfigError{Problems: probs}
 	}
 	return c, nil
 }
@@ -168,16 +177,16 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate checks a config with defaults applied; errors name the field.
+// Validate checks a config with defaults applied. Its error is a
+// *ConfigError whose problems name the field (by YAML path) but not the
+// file or line, which only Parse knows.
 func (c Config) Validate() error {
-	var errs []error
+	var probs []Problem
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrConfig, field, fmt.Sprintf(format, args...)))
+		probs = append(probs, Problem{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
 	if !c.Capture.Disabled {
-		if err := c.Capture.Config.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("%w: capture: %w", ErrConfig, err))
-		}
+		probs = append(probs, fieldProblems("capture", c.Capture.Config.Validate(), iptables.ErrInvalidConfig.Error()+": ")...)
 	}
 	switch c.Capture.Backend {
 	case "", string(iptables.BackendNFT), string(iptables.BackendLegacy):
@@ -185,10 +194,8 @@ func (c Config) Validate() error {
 		bad("capture.backend", "unknown backend %q (want nft, legacy or empty to detect)", c.Capture.Backend)
 	}
 	if c.Tunnel.Enabled {
-		if err := c.Tunnel.Config.Validate(); err != nil {
-			// tunnel.Config's errors read "tunnel: FIELD: ...".
-			errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))
-		}
+		// tunnel.Config's errors read "tunnel: FIELD: ...".
+		probs = append(probs, fieldProblems("tunnel", c.Tunnel.Config.Validate(), "tunnel: ")...)
 		if c.Tunnel.ProxyNetNS == "" {
 			bad("tunnel.proxyNetns", "required: the node proxy's network namespace")
 		}
@@ -223,5 +230,8 @@ func (c Config) Validate() error {
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", "unknown format %q (want text or json)", c.Log.Format)
 	}
-	return errors.Join(errs...)
+	if len(probs) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: probs}
 }

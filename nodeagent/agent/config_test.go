@@ -56,7 +56,7 @@ func TestConfigBadInput(t *testing.T) {
 		{"include and exclude", "capture:\n  outboundPortsInclude: [443]\n  outboundPortsExclude: [443]\n", "outboundPortsExclude: port 443 is also in outboundPortsInclude"},
 		{"uid not a number", "capture:\n  proxyUID: istio-proxy\n", "proxyUID: \"istio-proxy\" is not a number"},
 		{"unknown mode", "capture:\n  mode: EBPF\n", "mode: unknown mode \"EBPF\""},
-		{"port not a number", "capture:\n  inboundPort: http\n", "line 2"},
+		{"port not a number", "capture:\n  inboundPort: http\n", "agent.yaml:2: capture.inboundPort: not valid agent YAML: cannot unmarshal"},
 		{"unknown backend", "capture:\n  backend: iptables\n", "capture.backend: unknown backend"},
 		{"proxy without path", "proxy:\n  args: [-c, x]\n", "proxy.path: required"},
 		{"bad log level", "log:\n  level: loud\n", "log.level"},
@@ -106,7 +106,7 @@ repair: {enabled: true, node: n1}
 		t.Errorf("decoded as %+v / %+v", c.Tunnel, c.Repair)
 	}
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"tunnel underlay", "tunnel: {enabled: true, proxyNetns: p, proxyUnderlay: 10.0.0.2}\n", "tunnel: nodeUnderlay"},
+		{"tunnel underlay", "tunnel: {enabled: true, proxyNetns: p, proxyUnderlay: 10.0.0.2}\n", "t.yaml:1: tunnel.nodeUnderlay: an IPv4 address is required"},
 		{"tunnel netns", "tunnel: {enabled: true, nodeUnderlay: 10.0.0.1, proxyUnderlay: 10.0.0.2}\n", "tunnel.proxyNetns"},
 		{"tunnel backend", "tunnel: {enabled: true, nodeUnderlay: 10.0.0.1, proxyUnderlay: 10.0.0.2, proxyNetns: p, backend: x}\n", "tunnel.backend"},
 		{"tunnel field", "tunnel: {enabled: true, vnii: 3}\n", "vnii"},
@@ -123,5 +123,62 @@ repair: {enabled: true, node: n1}
 	// Disabled sections are not validated.
 	if _, err := Parse("t.yaml", []byte("tunnel: {enabled: false}\nrepair: {enabled: false}\n")); err != nil {
 		t.Errorf("disabled sections: %v", err)
+	}
+}
+
+// TestConfigProblemsNameLineAndField: every problem names the file, the
+// line and the field (by YAML path), whether the decoder or Validate
+// found it; a field that is missing is placed at its section.
+func TestConfigProblemsNameLineAndField(t *testing.T) {
+	const file = `# agent.yaml
+capture:
+  mode: REDIRECT
+  inboundPort: 70000
+  outboundIPRangesExclude:
+    - 10.0.0.0/8
+    - 300.0.0.0/8
+tunnel:
+  enabled: true
+  kind: vxlan
+  nodeUnderlay: 10.0.0.1
+  proxyUnderlay: 10.0.0.2
+  excludeCIDRs: [fd00::/8]
+repair:
+  enabled: true
+log: {level: loud}
+`
+	_, err := Parse("agent.yaml", []byte(file))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, ErrConfig) {
+		t.Fatalf("Parse = %v, want a *ConfigError", err)
+	}
+	var got []string
+	for _, p := range ce.Problems {
+		got = append(got, p.String())
+	}
+	want := []string{
+		"agent.yaml:4: capture.inboundPort: port 70000 out of range (1-65535)",
+		`agent.yaml:7: capture.outboundIPRangesExclude[1]: invalid CIDR "300.0.0.0/8": netip.ParsePrefix("300.0.0.0/8"): ParseAddr("300.0.0.0"): IPv4 field has value >255`,
+		"agent.yaml:13: tunnel.podCIDRs/excludeCIDRs: fd00::/8 is not an IPv4 prefix",
+		"agent.yaml:8: tunnel.proxyNetns: required: the node proxy's network namespace",
+		"agent.yaml:14: repair.node: required: this node's name",
+		`agent.yaml:16: log.level: unknown level "loud" (want debug, info, warn or error)`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown nested field", "capture:\n  mode: TPROXY\n  inboundPortz: [80]\n", "agent.yaml:3: capture.inboundPortz: not valid agent YAML: field inboundPortz not found"},
+		{"wrong type in a list", "capture:\n  inboundPortsExclude:\n    - 80\n    - http\n", "agent.yaml:4: capture.inboundPortsExclude[1]: not valid agent YAML: cannot unmarshal !!str `http` into int"},
+		{"two problems", "interval: soon\nlog:\n  levl: debug\n", "agent.yaml:1: interval: not valid agent YAML: cannot unmarshal !!str `soon` into time.Duration; agent.yaml:3: log.levl: not valid agent YAML: field levl not found"},
+		{"syntax", "capture:\n  mode: TPROXY: x\n", "agent.yaml:2: not valid agent YAML: mapping values are not allowed in this context"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("agent.yaml", []byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
 	}
 }
