@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/baremesh/baremesh/internal/version"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 	"github.com/baremesh/baremesh/nodeagent/reconcile"
-	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
 // Options are the agent's collaborators beyond its config.
@@ -27,22 +25,37 @@ type Options struct {
 	DryRun io.Writer
 	// Notify sends a systemd notification; default daemon.SdNotify.
 	Notify func(state string)
+	// ConfigPath is the file Reload reads again; empty: Reload refuses.
+	ConfigPath string
+	// Level is the level the logger uses; a reload sets it from
+	// log.level. Nil: a changed log.level waits for a restart.
+	Level *slog.LevelVar
+
+	// wrapRunner, when set (by tests), wraps capture's iptables runner.
+	wrapRunner func(iptables.Runner) iptables.Runner
 }
 
-// Agent is the host agent. Build it with New, then call Run once.
+// Agent is the host agent. Build it with New, then call Run once;
+// Reload may be called from any goroutine while Run runs.
 type Agent struct {
 	log      *slog.Logger
-	cfg      Config
 	opts     Options
-	backend  iptables.Backend
-	applier  *iptables.Applier
-	ruleset  *iptables.Ruleset
-	proxy    *reconcile.Proxy
-	tunnel   *tunnel.Tunnel
-	repair   *reconcile.Background
-	rec      *reconcile.Reconciler
 	listener net.Listener
 	ready    sync.Once
+	reloads  chan reloadRequest
+	loopDone chan struct{} // closed when Run's reconcile loop ends
+
+	// Owned by Run's goroutine (by New before Run starts).
+	parts   parts
+	conf    *configStatus
+	slots   []*slot
+	loopRec *reconcile.Reconciler
+
+	mu       sync.Mutex // guards what the status server and watchdog read
+	cfg      Config     // in force: restart-only settings keep their running values
+	rec      *reconcile.Reconciler
+	passBase int // passes of reconcilers replaced by reloads
+	backend  iptables.Backend
 }
 
 // Preflight returns the errors that make capture impossible on this host:
@@ -60,69 +73,76 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, opts Options) (*Agen
 	if opts.Notify == nil {
 		opts.Notify = func(state string) { _, _ = daemon.SdNotify(false, state) }
 	}
-	a := &Agent{log: log, cfg: cfg, opts: opts}
-	var comps []reconcile.Component
-	if !cfg.Capture.Disabled {
-		var err error
-		if a.ruleset, err = iptables.Render(cfg.Capture.Config); err != nil {
-			return nil, fmt.Errorf("capture: %w", err)
-		}
-		if opts.DryRun == nil {
-			if a.backend, err = Preflight(ctx, cfg); err != nil {
-				return nil, err
-			}
-		} else if a.backend, err = iptables.DetectBackend(ctx, iptables.Backend(cfg.Capture.Backend), cfg.NetNS); err != nil {
-			return nil, err
-		}
-		a.applier = iptables.NewApplier(log.With("component", "capture"), iptables.ApplierOptions{
-			Runner: &iptables.ExecRunner{Backend: a.backend, NetNS: cfg.NetNS},
-			Router: &iptables.NetlinkRouter{NetNS: cfg.NetNS},
-			DryRun: opts.DryRun,
-		})
-		comps = append(comps, reconcile.NewCapture(a.applier, a.ruleset))
+	a := &Agent{log: log, cfg: cfg, opts: opts, reloads: make(chan reloadRequest), loopDone: make(chan struct{}),
+		conf: &configStatus{path: opts.ConfigPath, loaded: time.Now()}}
+	p, err := a.stage(ctx, parts{}, Config{}, cfg)
+	if err != nil {
+		return nil, err
 	}
-	if p := cfg.Proxy; p != nil && opts.DryRun == nil {
-		spec := reconcile.ProxySpec{Path: p.Path, Args: p.Args, Env: p.Env, Bootstrap: p.Bootstrap,
-			VersionArgs: p.VersionArgs, StopTimeout: p.StopTimeout, CaptureDigest: captureDigest(cfg.Capture)}
-		if !cfg.Capture.Disabled && !p.RunAsRoot {
-			uid, _ := strconv.ParseUint(cfg.Capture.ProxyUID, 10, 32)
-			gid, _ := strconv.ParseUint(cfg.Capture.ProxyGID, 10, 32)
-			u, g := uint32(uid), uint32(gid)
-			spec.UID, spec.GID = &u, &g
-		}
-		a.proxy = reconcile.NewProxy(log.With("component", "proxy"), spec, version.Version)
-		comps = append(comps, a.proxy)
-	}
-	// The tunnel and the repair controller have no dry-run form: a dry
-	// run shows capture only.
-	if cfg.Tunnel.Enabled && opts.DryRun == nil {
-		var err error
-		if a.tunnel, err = newTunnel(ctx, log.With("component", "tunnel"), cfg.Tunnel); err != nil {
-			return nil, err
-		}
-		comps = append(comps, reconcile.NewTunnel(a.tunnel))
-	}
-	if cfg.Repair.Enabled && opts.DryRun == nil {
-		var err error
-		if a.repair, err = newRepair(log.With("component", "repair"), cfg.Repair); err != nil {
-			return nil, err
-		}
-		comps = append(comps, a.repair)
-	}
-	comps = append(comps, &reconcile.ControlPlane{Address: cfg.ControlPlane.Address,
-		VersionURL: cfg.ControlPlane.VersionURL, AgentVersion: version.Version})
-	a.rec = reconcile.New(log.With("component", "reconciler"),
-		reconcile.Options{Interval: cfg.Interval, OnPass: a.onPass}, comps...)
+	a.parts, a.backend = p, p.backend
+	a.setComponents()
+	a.rec = a.loopRec
 	return a, nil
 }
 
-// captureDigest is the part of the capture config the proxy depends on.
-func captureDigest(c CaptureConfig) string {
-	if c.Disabled {
-		return "disabled"
+// slot holds a component in the reconciler. A reload that keeps the set
+// of components replaces their contents in place, so the node status
+// keeps its history (pass count, since when each state holds).
+type slot struct{ reconcile.Component }
+
+// setComponents puts the current parts in the reconciler's slots, or
+// builds a new reconciler when the set of components changed. A new one
+// is published (for /status) only after its first pass.
+func (a *Agent) setComponents() {
+	comps := append(a.parts.components(), a.conf)
+	same := len(comps) == len(a.slots)
+	for i := 0; same && i < len(comps); i++ {
+		same = comps[i].Name() == a.slots[i].Name()
 	}
-	return fmt.Sprintf("mode=%s out=%d in=%d dns=%t/%d uid=%s gid=%s", c.Mode, c.OutboundPort, c.InboundPort,
-		c.CaptureDNS, c.DNSPort, c.ProxyUID, c.ProxyGID)
+	if same {
+		for i, c := range comps {
+			a.slots[i].Component = c
+		}
+		return
+	}
+	a.slots = make([]*slot, len(comps))
+	list := make([]reconcile.Component, len(comps))
+	for i, c := range comps {
+		a.slots[i] = &slot{c}
+		list[i] = a.slots[i]
+	}
+	a.loopRec = reconcile.New(a.log.With("component", "reconciler"), reconcile.Options{}, list...)
+}
+
+// config returns the configuration in force.
+func (a *Agent) config() Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+// status is the node status after the last pass, passes counted across
+// reloads.
+func (a *Agent) status() reconcile.NodeStatus {
+	a.mu.Lock()
+	rec, base := a.rec, a.passBase
+	a.mu.Unlock()
+	s := rec.Status()
+	s.Passes += base
+	return s
+}
+
+// pass runs the reconciler once and publishes it.
+func (a *Agent) pass(ctx context.Context) reconcile.NodeStatus {
+	s := a.loopRec.Pass(ctx)
+	a.mu.Lock()
+	if a.rec != a.loopRec {
+		a.passBase += a.rec.Status().Passes
+		a.rec = a.loopRec
+	}
+	s.Passes += a.passBase
+	a.mu.Unlock()
+	return s
 }
 
 // StatusAddr returns the address /status listens on, once Run started.
@@ -138,25 +158,28 @@ func (a *Agent) Listen() error {
 	if a.listener != nil {
 		return nil
 	}
-	ln, err := net.Listen("tcp", a.cfg.StatusAddress)
+	addr := a.config().StatusAddress
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("status address %s: %w", a.cfg.StatusAddress, err)
+		return fmt.Errorf("status address %s: %w", addr, err)
 	}
 	a.listener = ln
 	return nil
 }
 
-// Run applies the rules, keeps them, supervises the proxy and serves
-// status until ctx is done; then it stops the proxy and (unless
-// capture.keepOnStop) removes the rules.
+// Run applies the rules, keeps them, supervises the proxy, serves status
+// and applies reloads until ctx is done; then it stops the proxy and
+// (unless capture.keepOnStop) removes the rules.
 func (a *Agent) Run(ctx context.Context) error {
 	if a.opts.DryRun != nil {
-		if a.applier != nil {
-			return a.applier.Apply(ctx, a.ruleset)
+		close(a.loopDone)
+		if a.parts.applier != nil {
+			return a.parts.applier.Apply(ctx, a.parts.ruleset)
 		}
 		return nil
 	}
 	if err := a.Listen(); err != nil {
+		close(a.loopDone)
 		return err
 	}
 	srv := &http.Server{Handler: a.handler(), ReadHeaderTimeout: 5 * time.Second}
@@ -176,16 +199,37 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.watchdog(runCtx, wd/2)
 		}()
 	}
-	err := a.rec.Run(ctx)
+	a.loop(ctx)
 	a.opts.Notify(daemon.SdNotifyStopping)
 	a.log.Info("stopping")
 	stopWatchdog()
-	errs := []error{err, a.shutdown()}
+	errs := []error{a.shutdown()}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	errs = append(errs, srv.Shutdown(shutCtx))
 	cancel()
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// loop passes at once, then every interval and after each reload, until
+// ctx is done. It is the only goroutine that touches the components.
+func (a *Agent) loop(ctx context.Context) {
+	defer close(a.loopDone)
+	a.onPass(a.pass(ctx))
+	t := time.NewTicker(a.config().Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.onPass(a.pass(ctx))
+		case req := <-a.reloads:
+			plan, err := a.reload(ctx)
+			t.Reset(a.config().Interval)
+			req.done <- reloadResult{plan, err}
+		}
+	}
 }
 
 // onPass tells systemd the agent is ready after the first pass (the
@@ -214,28 +258,30 @@ func (a *Agent) watchdog(ctx context.Context, every time.Duration) {
 
 // healthy: the reconciler has passed recently.
 func (a *Agent) healthy() bool {
-	s := a.rec.Status()
-	return s.Passes > 0 && time.Since(s.LastPass) < 3*a.cfg.Interval+time.Second
+	s := a.status()
+	return s.Passes > 0 && time.Since(s.LastPass) < 3*a.config().Interval+time.Second
 }
 
+// shutdown stops what the agent runs; called after the loop ended.
 func (a *Agent) shutdown() error {
+	cfg, p := a.config(), a.parts
 	var errs []error
-	if a.proxy != nil {
-		errs = append(errs, a.proxy.Close())
+	if p.proxy != nil {
+		errs = append(errs, p.proxy.Close())
 	}
-	if a.repair != nil {
-		errs = append(errs, a.repair.Close())
+	if p.repair != nil {
+		errs = append(errs, p.repair.Close())
 	}
-	if a.tunnel != nil && !a.cfg.Tunnel.KeepOnStop {
+	if p.tunnel != nil && !cfg.Tunnel.KeepOnStop {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		errs = append(errs, a.tunnel.Remove(ctx))
+		errs = append(errs, p.tunnel.Remove(ctx))
 		cancel()
 		a.log.Info("tunnel removed")
 	}
-	if a.applier != nil && !a.cfg.Capture.KeepOnStop {
+	if p.applier != nil && !cfg.Capture.KeepOnStop {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		errs = append(errs, a.applier.Uninstall(ctx, a.cfg.Capture.ChainPrefix, a.ruleset.Route))
+		errs = append(errs, p.applier.Uninstall(ctx, cfg.Capture.ChainPrefix, p.ruleset.Route))
 		a.log.Info("capture rules removed")
 	}
 	return errors.Join(errs...)
@@ -251,12 +297,15 @@ func (a *Agent) handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		a.mu.Lock()
+		backend := a.backend
+		a.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(struct {
 			Version string `json:"version"`
 			Backend string `json:"backend,omitempty"`
 			reconcile.NodeStatus
-		}{version.Version, string(a.backend), a.rec.Status()})
+		}{version.Version, string(backend), a.status()})
 	})
 	return mux
 }
