@@ -2,7 +2,7 @@
 // into the local proxy with iptables, keeps the rules in place, supervises
 // the proxy and reports status. All logic lives in nodeagent/agent.
 //
-//	baremesh-agent [-config /etc/baremesh/agent.yaml] [-dry-run]
+//	baremesh-agent [-config /etc/baremesh/agent.yaml] [-dry-run]  (SIGHUP reloads the config)
 //	baremesh-agent uninstall [-config ...] [-dry-run]
 //	baremesh-agent version
 //	baremesh-agent cni install|uninstall [flags]  (cni_linux.go)
@@ -26,15 +26,32 @@ import (
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 )
 
-func main() {
+func main() { os.Exit(mainProcess(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// mainProcess is main with its signals: SIGTERM and SIGINT stop the
+// command; SIGHUP reloads the agent's config (systemctl reload).
+func mainProcess(args []string, stdout, stderr io.Writer) int {
+	var hup chan os.Signal
+	if agentRuns(args) {
+		// Registered before anything can be slow: SIGHUP's default
+		// action would end the agent.
+		hup = make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	defer stop()
+	return run(ctx, args, stdout, stderr, hup)
 }
 
-// run is main without the process: it returns the exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// agentRuns: args run the agent, not one of its subcommands.
+func agentRuns(args []string) bool {
+	return len(args) == 0 || (args[0] != "cni" && args[0] != "tunnel" && args[0] != "uninstall" && args[0] != "version")
+}
+
+// run is main without the process: it returns the exit code. Each value
+// received on hup reloads the running agent's config.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-chan os.Signal) int {
 	if len(args) > 0 && args[0] == "cni" {
 		return runCNI(ctx, args[1:], stdout, stderr)
 	}
@@ -61,7 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "baremesh-agent: %v\n", err)
 		return 1
 	}
-	log := newLogger(cfg.Log, stderr).With("component", "agent")
+	level := new(slog.LevelVar)
+	log := newLogger(cfg.Log, level, stderr).With("component", "agent")
 	var dry io.Writer
 	if *dryRun {
 		dry = stdout
@@ -73,15 +91,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Info("capture rules and policy routing removed")
 		return 0
 	}
-	a, err := agent.New(ctx, log, cfg, agent.Options{DryRun: dry})
+	a, err := agent.New(ctx, log, cfg, agent.Options{DryRun: dry, ConfigPath: *configPath, Level: level})
 	if err != nil {
 		return fail(stderr, err)
 	}
 	log.Info("starting", "version", version.Version, "config", *configPath, "dryRun", *dryRun)
-	if err := a.Run(ctx); err != nil {
+	fwdCtx, stopFwd := context.WithCancel(ctx)
+	fwdDone := make(chan struct{})
+	go func() {
+		defer close(fwdDone)
+		forwardReloads(fwdCtx, a, hup, log)
+	}()
+	err = a.Run(ctx)
+	stopFwd()
+	<-fwdDone
+	if err != nil {
 		return fail(stderr, err)
 	}
 	return 0
+}
+
+// forwardReloads reloads a on every signal until ctx ends; Reload logs
+// what it did or refused.
+func forwardReloads(ctx context.Context, a *agent.Agent, hup <-chan os.Signal, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-hup:
+			log.Info("reloading the config", "signal", sig)
+			_, _ = a.Reload(ctx)
+		}
+	}
 }
 
 func fail(stderr io.Writer, err error) int {
@@ -96,9 +137,12 @@ func fail(stderr io.Writer, err error) int {
 	return 1
 }
 
-func newLogger(c agent.LogConfig, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(c.Level)) // validated at load
+// newLogger returns the agent's logger; level is set from c and stays
+// live (a reload sets it).
+func newLogger(c agent.LogConfig, level *slog.LevelVar, w io.Writer) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(c.Level)) // validated at load
+	level.Set(l)
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -17,7 +17,7 @@ const mainEnv = "BAREMESH_AGENT_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) != "" { // re-executed as another user: be the command
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(mainProcess(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	leakcheck.Main(func() int {
 		code := m.Run()
@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 func runMain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
+	code := run(context.Background(), args, &out, &errOut, nil)
 	return code, out.String(), errOut.String()
 }
 
