@@ -229,6 +229,36 @@ func TestInstallUnderSystemd(t *testing.T) {
 		}
 	})
 
+	step("baremesh-agent: reload applies a new excluded port; a bad file is refused", func() {
+		const agentUnit = "baremesh-agent.service"
+		pid := c.show(agentUnit)["MainPID"]
+		c.sh(`sed -i 's/^  keepOnStop: false.*/&\n  outboundPortsExclude: [5432]/' /etc/baremesh/agent.yaml`)
+		c.must("systemctl", "reload", agentUnit)
+		c.poll("the new rule", 20*time.Second, func() bool { return strings.Contains(c.must("iptables-save"), "--dport 5432 -j RETURN") })
+		c.poll("STATUS after the reload", 20*time.Second, func() bool {
+			return strings.Contains(c.show(agentUnit)["StatusText"], "reload applied capture")
+		})
+		if s := c.show(agentUnit); s["ActiveState"] != "active" || s["MainPID"] != pid {
+			t.Errorf("agent after reload: %v (MainPID before %s)", s, pid)
+		}
+		rules := c.must("iptables-save", "-t", "nat")
+		c.sh(`sed -i 's/^  keepOnStop: false.*/&\n  inboundPort: 70000/' /etc/baremesh/agent.yaml`)
+		c.must("systemctl", "reload", agentUnit)
+		c.poll("the refusal in STATUS", 20*time.Second, func() bool {
+			return strings.Contains(c.show(agentUnit)["StatusText"], "agent.yaml:") &&
+				strings.Contains(c.show(agentUnit)["StatusText"], "capture.inboundPort: port 70000 out of range")
+		})
+		if s := c.show(agentUnit); s["ActiveState"] != "active" || s["MainPID"] != pid {
+			t.Errorf("agent after a bad reload: %v (MainPID before %s)", s, pid)
+		}
+		if got := c.must("iptables-save", "-t", "nat"); strings.Contains(got, "70000") || !strings.Contains(got, "--dport 5432 -j RETURN") {
+			t.Errorf("rules after a refused reload:\n%s\nbefore:\n%s", got, rules)
+		}
+		if !strings.Contains(c.journal(agentUnit), "reload refused: keeping the running configuration") {
+			t.Error("no refusal in the agent's journal")
+		}
+	})
+
 	step("baremesh-agent: remove stops it (rules gone), purge removes agent.yaml", func() {
 		c.must("dpkg", "-r", "baremesh-agent")
 		if a := c.show("baremesh-agent.service"); a["ActiveState"] == "active" {
