@@ -254,7 +254,12 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 	if !ok {
 		return nil
 	}
-	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: noValidate}
+	// Usually a virtual host per server host: the list sized once.
+	n := 0
+	for _, s := range g.servers[i] {
+		n += len(s.Server.GetHosts())
+	}
+	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: noValidate, VirtualHosts: make([]*routev3.VirtualHost, 0, n)}
 	var ix hostIndex
 	for _, s := range g.servers[i] {
 		port := s.Server.GetPort().GetNumber()
@@ -265,6 +270,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 				continue
 			}
 			var routes []*routev3.Route
+			var ext extension
 			for _, h := range vs.GetHosts() {
 				h = g.v.FQDN(h, c.Namespace)
 				if !serverSelects(s, c.Namespace, h) {
@@ -282,15 +288,42 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 					}
 					rc.VirtualHosts = append(rc.VirtualHosts, vh)
 				}
-				if vh.Routes == nil {
-					vh.Routes = routes // clipped: an append copies
-				} else {
-					vh.Routes = append(vh.Routes, routes...)
-				}
+				vh.Routes = ext.extend(vh.Routes, routes)
 			}
 		}
 	}
 	return rc
+}
+
+// extension appends one VirtualService's routes to the route lists of
+// its virtual hosts. Virtual hosts that held the same list before get
+// the same list after: the VirtualServices of one gateway often name the
+// same hosts (Knative's four per service, a shared gateway's host set),
+// and their lists would otherwise be copies. A list is extended in place
+// only by the virtual host that made it; the others hold it clipped to
+// its length, so their appends copy.
+type extension struct {
+	before, after []*routev3.Route
+	done          bool
+}
+
+// extend returns list with routes appended.
+func (e *extension) extend(list, routes []*routev3.Route) []*routev3.Route {
+	if e.done && sameList(list, e.before) {
+		return e.after[:len(e.after):len(e.after)]
+	}
+	out := routes // clipped (routesFor): an append copies
+	if list != nil {
+		out = append(list, routes...)
+	}
+	e.before, e.after, e.done = list, out, true
+	return out
+}
+
+// sameList reports whether a and b are the same list: same array, same
+// length (a list's elements are never altered once written).
+func sameList(a, b []*routev3.Route) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func serverSelects(s scope.GatewayServer, vsNS, host string) bool {

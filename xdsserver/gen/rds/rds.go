@@ -37,7 +37,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	}
 	var gw *gatewayRoutes
 	var shared map[servicePort]*routev3.VirtualHost
-	if len(names) > 1 && in.Proxy.Type != gen.Router && !in.Proxy.Proxyless {
+	if in.Proxy.Type != gen.Router && !in.Proxy.Proxyless && portAndHostNames(names) {
 		shared = map[servicePort]*routev3.VirtualHost{}
 	}
 	out := make([]gen.Resource, 0, len(names))
@@ -59,6 +59,23 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 		}
 	}
 	return out, nil
+}
+
+// portAndHostNames reports whether names has both sidecar kinds, "PORT"
+// and "host:port": only then can a virtual host be in two configs.
+func portAndHostNames(names []string) bool {
+	port, host := false, false
+	for _, n := range names {
+		if _, ok := parsePort(n); ok {
+			port = true
+		} else {
+			host = true
+		}
+		if port && host {
+			return true
+		}
+	}
+	return false
 }
 
 // newView is the proxy's view; a router's routes list no services.
@@ -138,7 +155,7 @@ func sidecarRoute(v *scope.View, name string, shared map[servicePort]*routev3.Vi
 		return nil
 	}
 	vb := newVhostBuilder(v, port, 1, 0, shared)
-	vb.service(svc)
+	vb.service(svc, true)
 	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
 }
 
@@ -172,15 +189,20 @@ func portRoute(v *scope.View, name string, port uint32, shared map[servicePort]*
 	hosts, domains := 0, 0
 	var buf [8]string
 	for _, svc := range v.Services {
-		if servedOn(svc, port) {
+		if servedOn(svc, port) != notServed {
 			hosts++
 			domains += 2 * len(serviceNames(v, svc, &buf))
 		}
 	}
 	vb := newVhostBuilder(v, port, hosts+1, domains+1, shared)
 	for _, svc := range v.Services {
-		if servedOn(svc, port) {
-			vb.service(svc)
+		switch servedOn(svc, port) {
+		case servedHTTP:
+			vb.service(svc, false)
+		case servedAuto:
+			// A service with an address has its own "host:port" config
+			// too (sidecarRoute), with the same virtual host.
+			vb.service(svc, scope.ServiceAddress(v.Proxy, svc) != "")
 		}
 	}
 	vb.vsOnlyHosts()
@@ -188,13 +210,25 @@ func portRoute(v *scope.View, name string, port uint32, shared map[servicePort]*
 	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
 }
 
-// servedOn reports whether a sidecar's "PORT" route config lists svc:
-// its port is HTTP or auto-detected.
-func servedOn(svc *model.Service, port uint32) bool {
+// How a sidecar's "PORT" route config lists a service: not, for its
+// HTTP port, or for its auto-detected one.
+const (
+	notServed = iota
+	servedHTTP
+	servedAuto
+)
+
+// servedOn says how a sidecar's "PORT" route config lists svc.
+func servedOn(svc *model.Service, port uint32) int {
 	p, ok := svc.Port(port)
 	if !ok {
-		return false
+		return notServed
 	}
-	lp := scope.ListenerProtocol(p)
-	return lp == scope.ListenHTTP || lp == scope.ListenAuto
+	switch scope.ListenerProtocol(p) {
+	case scope.ListenHTTP:
+		return servedHTTP
+	case scope.ListenAuto:
+		return servedAuto
+	}
+	return notServed
 }

@@ -26,11 +26,10 @@ type vhostBuilder struct {
 	used  map[string]struct{}
 	hint  int
 	hosts []*routev3.VirtualHost
-	// shared holds, when the generation builds several route configs,
-	// the virtual host of each service port already built with all its
-	// domains: the same in every config that lists that service port
-	// with its domains free (a "PORT" config and the service's own
-	// "host:port" one). Nil otherwise.
+	// shared holds, when the generation builds both "PORT" and
+	// "host:port" configs, the virtual host of each auto-detected service
+	// port with an address already built with all its domains: the same
+	// in both configs when its domains are free in both. Nil otherwise.
 	shared map[servicePort]*routev3.VirtualHost
 }
 
@@ -123,11 +122,16 @@ type defaultHost struct {
 }
 
 // service adds the virtual host of one service on the builder's port:
-// its VirtualService's routes, else the default route.
-func (b *vhostBuilder) service(svc *model.Service) {
+// its VirtualService's routes, else the default route. sharable says the
+// service port may be in another config of the generation (see shared).
+func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 	port := b.rb.port
 	key := servicePort{svc, port}
-	if vh := b.shared[key]; vh != nil {
+	var vh *routev3.VirtualHost
+	if sharable = sharable && b.shared != nil; sharable {
+		vh = b.shared[key]
+	}
+	if vh != nil {
 		if b.claimAll(vh.Domains) {
 			b.hosts = append(b.hosts, vh)
 			return
@@ -145,7 +149,6 @@ func (b *vhostBuilder) service(svc *model.Service) {
 	if len(domains) == 0 {
 		return
 	}
-	var vh *routev3.VirtualHost
 	if vs != nil {
 		vh = &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs)}
 	} else {
@@ -155,7 +158,7 @@ func (b *vhostBuilder) service(svc *model.Service) {
 		vh = &dh.vh
 	}
 	b.hosts = append(b.hosts, vh)
-	if b.shared != nil && len(domains) == n {
+	if sharable && len(domains) == n {
 		b.shared[key] = vh
 	}
 }

@@ -33,11 +33,16 @@ func (s GatewayServer) IsHTTP() bool { return s.RouteName != "" }
 // router, grouped by port number; the ports sorted.
 func GatewayServers(pc *push.PushContext, proxy *gen.Proxy) ([]uint32, map[uint32][]GatewayServer) {
 	gws := Gateways(pc, proxy)
-	// Count first so that each port's list is allocated once.
+	// Count first so that each port's list is allocated once, and size
+	// the one string every "ns/name" and HTTPS route name is cut from
+	// (a name per server would be an allocation per server).
 	count := map[uint32]int{}
+	size := 0
 	for _, c := range gws {
+		size += len(c.Namespace) + 1 + len(c.Name)
 		for _, srv := range c.Spec.(*networking.Gateway).GetServers() {
 			count[srv.GetPort().GetNumber()]++
+			size += len("https.") + 10 + len(srv.GetPort().GetName()) + len(c.Name) + len(c.Namespace) + 3
 		}
 	}
 	byPort := make(map[uint32][]GatewayServer, len(count))
@@ -45,10 +50,19 @@ func GatewayServers(pc *push.PushContext, proxy *gen.Proxy) ([]uint32, map[uint3
 		byPort[p] = make([]GatewayServer, 0, n)
 	}
 	httpRoute := map[uint32]string{} // "http.PORT", shared by a port's servers
-	var buf []byte
+	var names strings.Builder
+	names.Grow(size)
+	// cut returns what was written since start. Written bytes are never
+	// altered, so the substring stays valid however the builder grows.
+	cut := func(start int) string { return names.String()[start:] }
+	var num [10]byte
 	for _, c := range gws {
 		gw := c.Spec.(*networking.Gateway)
-		name := c.Namespace + "/" + c.Name
+		start := names.Len()
+		names.WriteString(c.Namespace)
+		names.WriteByte('/')
+		names.WriteString(c.Name)
+		name := cut(start)
 		for _, srv := range gw.GetServers() {
 			port := srv.GetPort().GetNumber()
 			gs := GatewayServer{Gateway: name, Namespace: c.Namespace, Server: srv}
@@ -60,11 +74,17 @@ func GatewayServers(pc *push.PushContext, proxy *gen.Proxy) ([]uint32, map[uint3
 					httpRoute[port] = gs.RouteName
 				}
 			case proto == model.HTTPS && !IsPassthrough(srv.GetTls()):
-				// "https.PORT.PORTNAME.GATEWAY.NS", built in one allocation.
-				buf = append(buf[:0], "https."...)
-				buf = strconv.AppendUint(buf, uint64(port), 10)
-				buf = append(append(append(append(append(append(buf, '.'), srv.GetPort().GetName()...), '.'), c.Name...), '.'), c.Namespace...)
-				gs.RouteName = string(buf)
+				// "https.PORT.PORTNAME.GATEWAY.NS"
+				start := names.Len()
+				names.WriteString("https.")
+				names.Write(strconv.AppendUint(num[:0], uint64(port), 10))
+				names.WriteByte('.')
+				names.WriteString(srv.GetPort().GetName())
+				names.WriteByte('.')
+				names.WriteString(c.Name)
+				names.WriteByte('.')
+				names.WriteString(c.Namespace)
+				gs.RouteName = cut(start)
 			}
 			byPort[port] = append(byPort[port], gs)
 		}
@@ -98,7 +118,7 @@ func ServerHostMatch(serverHost, gwNS, vsNS, vsHost string) bool {
 // "reviews" is "reviews.ns.svc.DOMAIN"; names with dots and wildcards are
 // kept.
 func (v *View) FQDN(host, ns string) string {
-	if host == "" || strings.ContainsAny(host, ".*") {
+	if host == "" || strings.IndexByte(host, '.') >= 0 || strings.IndexByte(host, '*') >= 0 {
 		return host
 	}
 	return host + "." + ns + ".svc." + v.ClusterDomain()
