@@ -155,15 +155,15 @@ type vsMemo struct {
 	// portFree: the routes are the same on every port; gatewayFree: the
 	// same through every gateway of the router.
 	portFree, gatewayFree bool
-	n                     int
-	first                 [2]builtRoutes
+	built                 bool // first holds a build
+	first                 builtRoutes
 	more                  []builtRoutes
 }
 
 type builtRoutes struct {
-	port    uint32
 	gateway string
 	routes  []*routev3.Route
+	port    uint32
 }
 
 // routesFor returns the routes of vss[i] on port through gateway, built
@@ -182,25 +182,23 @@ func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*route
 	if m.gatewayFree {
 		kg = ""
 	}
-	built := m.first[:min(m.n, len(m.first))]
-	for range 2 {
-		for _, b := range built {
-			if b.port == kp && b.gateway == kg {
-				return b.routes
-			}
+	if m.built && m.first.port == kp && m.first.gateway == kg {
+		return m.first.routes
+	}
+	for _, b := range m.more {
+		if b.port == kp && b.gateway == kg {
+			return b.routes
 		}
-		built = m.more
 	}
 	rb := routeBuilder{v: g.v, port: port, gateway: gateway}
 	routes := rb.vsRoutes(c)
 	routes = routes[:len(routes):len(routes)]
 	b := builtRoutes{port: kp, gateway: kg, routes: routes}
-	if m.n < len(m.first) {
-		m.first[m.n] = b
+	if !m.built {
+		m.first, m.built = b, true
 	} else {
 		m.more = append(m.more, b)
 	}
-	m.n++
 	return routes
 }
 
@@ -260,7 +258,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 		n += len(s.Server.GetHosts())
 	}
 	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: noValidate, VirtualHosts: make([]*routev3.VirtualHost, 0, n)}
-	var ix hostIndex
+	ix := hostIndex{hint: n}
 	for _, s := range g.servers[i] {
 		port := s.Server.GetPort().GetNumber()
 		for _, id := range g.byGateway[s.Gateway] {
@@ -345,6 +343,7 @@ type hostIndex struct {
 	// byDomain: a domain claimed by the virtual host of the same host is
 	// its index+1 in vhs; claimed by another, -1.
 	byDomain map[string]int32
+	hint     int // virtual hosts expected, to size byDomain
 }
 
 const smallHosts = 8
@@ -427,7 +426,7 @@ func (ix *hostIndex) add(vhs []*routev3.VirtualHost, host string, port uint32) *
 	case i < smallHosts:
 		ix.hosts[i] = host
 	default:
-		ix.byDomain = make(map[string]int32, 4*smallHosts)
+		ix.byDomain = make(map[string]int32, 2*max(ix.hint, 2*smallHosts))
 		for j, vh := range vhs {
 			for _, d := range vh.Domains {
 				ix.byDomain[d] = -1

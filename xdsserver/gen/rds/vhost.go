@@ -169,10 +169,8 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 // ServiceFor); seen holds the others already considered.
 func (b *vhostBuilder) vsOnlyHosts() {
 	v := b.rb.v
-	vss := v.VirtualServices()
 	var seen map[string]bool
-	for i := range vss {
-		c := &vss[i]
+	for _, c := range v.VirtualServices() {
 		for _, h := range c.Spec.(*networking.VirtualService).GetHosts() {
 			h = v.FQDN(h, c.Namespace)
 			if seen[h] || v.ServiceFor(h) != nil {

@@ -101,9 +101,9 @@ func GatewayServers(pc *push.PushContext, proxy *gen.Proxy) ([]uint32, map[uint3
 // vsNS is selected by a Gateway server host ("ns/host", "./host",
 // "*/host" or "host").
 func ServerHostMatch(serverHost, gwNS, vsNS, vsHost string) bool {
-	ns, h, ok := strings.Cut(serverHost, "/")
-	if !ok {
-		h, ns = serverHost, "*"
+	ns, h := "*", serverHost
+	if i := strings.IndexByte(serverHost, '/'); i >= 0 {
+		ns, h = serverHost[:i], serverHost[i+1:]
 	}
 	if ns == "." {
 		ns = gwNS

@@ -41,7 +41,7 @@ type View struct {
 // only; routers look theirs up per Gateway) and, by host, the first one
 // naming it exactly; wild lists the wildcard hosts in order.
 type vsIndex struct {
-	all   []config.Config
+	all   []*config.Config
 	exact map[string]int
 	wild  []wildHost
 }
@@ -63,14 +63,15 @@ func New(pc *push.PushContext, proxy *gen.Proxy) *View {
 }
 
 // VirtualServices returns the visible VirtualServices bound to "mesh"
-// (none for routers, which look theirs up per Gateway).
-func (v *View) VirtualServices() []config.Config { return v.virtualServices().all }
+// (none for routers, which look theirs up per Gateway). The configs are
+// the snapshot's and must not be altered.
+func (v *View) VirtualServices() []*config.Config { return v.virtualServices().all }
 
 func (v *View) virtualServices() *vsIndex {
 	if v.vs == nil {
 		v.vs = &vsIndex{}
 		if v.Proxy.Type == gen.SidecarProxy {
-			v.vs.all = v.visibleVS(v.Push.VirtualServicesFor("mesh"))
+			v.vs.all = v.meshVirtualServices()
 			v.indexVirtualServices()
 		}
 	}
@@ -118,10 +119,18 @@ func (v *View) egressAllows(ns, host string) bool {
 	return false
 }
 
-func (v *View) visibleVS(vss []config.Config) []config.Config {
-	out := make([]config.Config, 0, len(vss))
-	for _, c := range vss {
+// meshVirtualServices are the visible VirtualServices of
+// push.VirtualServicesFor("mesh"), in its order, found without copying
+// a config: every sidecar generation lists them.
+func (v *View) meshVirtualServices() []*config.Config {
+	all := v.Push.Configs(config.VirtualService)
+	out := make([]*config.Config, 0, len(all))
+	for i := range all {
+		c := &all[i]
 		vs := c.Spec.(*networking.VirtualService)
+		if gws := vs.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
+			continue
+		}
 		if !Exported(vs.GetExportTo(), c.Namespace, v.Proxy.Namespace) {
 			continue
 		}
@@ -159,11 +168,11 @@ func (v *View) egressAllowsPattern(ns, pattern string) bool {
 func (v *View) VirtualServiceFor(host string) *config.Config {
 	ix := v.virtualServices()
 	if i, ok := ix.exact[host]; ok {
-		return &ix.all[i]
+		return ix.all[i]
 	}
 	for _, w := range ix.wild {
 		if HostMatch(w.pattern, host) {
-			return &ix.all[w.vs]
+			return ix.all[w.vs]
 		}
 	}
 	return nil
@@ -175,8 +184,7 @@ func (v *View) VirtualServiceFor(host string) *config.Config {
 func (v *View) indexVirtualServices() {
 	ix := v.vs
 	ix.exact = make(map[string]int, len(ix.all))
-	for i := range ix.all {
-		c := &ix.all[i]
+	for i, c := range ix.all {
 		for _, h := range c.Spec.(*networking.VirtualService).GetHosts() {
 			h = v.FQDN(h, c.Namespace)
 			if _, dup := ix.exact[h]; !dup {
