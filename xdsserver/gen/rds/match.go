@@ -60,25 +60,45 @@ func routeMatch(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
 	if m == nil {
 		return matchAll
 	}
-	var rm *routev3.RouteMatch
 	switch u := m.GetUri().GetMatchType().(type) {
 	case *networking.StringMatch_Exact:
 		b := &pathMatch{path: routev3.RouteMatch_Path{Path: u.Exact}}
 		b.rm.PathSpecifier = &b.path
-		rm = &b.rm
+		addConditions(&b.rm, m)
+		return &b.rm
 	case *networking.StringMatch_Regex:
 		b := &regexMatch{regex: matcherv3.RegexMatcher{Regex: u.Regex}}
 		b.wrap.SafeRegex = &b.regex
 		b.rm.PathSpecifier = &b.wrap
-		rm = &b.rm
-	default:
-		b := &prefixMatch{prefix: routev3.RouteMatch_Prefix{Prefix: "/"}}
-		if p, ok := u.(*networking.StringMatch_Prefix); ok {
-			b.prefix.Prefix = p.Prefix
-		}
-		b.rm.PathSpecifier = &b.prefix
-		rm = &b.rm
+		addConditions(&b.rm, m)
+		return &b.rm
 	}
+	return (&prefixMatch{}).init(m)
+}
+
+// isPrefix reports whether m matches a path prefix (or any path): the
+// matches prefixMatch holds.
+func isPrefix(m *networking.HTTPMatchRequest) bool {
+	switch m.GetUri().GetMatchType().(type) {
+	case *networking.StringMatch_Exact, *networking.StringMatch_Regex:
+		return false
+	}
+	return true
+}
+
+// init makes b the translation of m, for which isPrefix holds.
+func (b *prefixMatch) init(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
+	b.prefix.Prefix = "/"
+	if p, ok := m.GetUri().GetMatchType().(*networking.StringMatch_Prefix); ok {
+		b.prefix.Prefix = p.Prefix
+	}
+	b.rm.PathSpecifier = &b.prefix
+	addConditions(&b.rm, m)
+	return &b.rm
+}
+
+// addConditions translates m's conditions but its path.
+func addConditions(rm *routev3.RouteMatch, m *networking.HTTPMatchRequest) {
 	if m.GetIgnoreUriCase() {
 		rm.CaseSensitive = gen.Bool(false)
 	}
@@ -115,7 +135,6 @@ func routeMatch(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
 			rm.QueryParameters = append(rm.QueryParameters, q)
 		}
 	}
-	return rm
 }
 
 // headerCount is the number of header matchers m makes.

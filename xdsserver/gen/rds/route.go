@@ -6,6 +6,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -29,8 +30,10 @@ type routeBuilder struct {
 // route per match condition that applies (Istio's expansion). The Envoy
 // routes of one HTTP route differ only in their match: the rest (name,
 // action, per-filter config, header operations) is built once and shared
-// by them, which is safe because outputs are never altered; the routes
-// after the first of one HTTP route are allocated as one array.
+// by them, and HTTP routes whose actions would be equal share one, which
+// is safe because outputs are never altered. A route and its prefix match
+// are allocated as one block, as are the routes after the first of one
+// HTTP route.
 func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 	vs := c.Spec.(*networking.VirtualService)
 	n := 0
@@ -41,47 +44,58 @@ func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 		return nil
 	}
 	out := make([]*routev3.Route, 0, n)
+	var acts actions
 	for i, hr := range vs.GetHttp() {
 		ms := hr.GetMatch()
 		if len(ms) == 0 {
-			r := b.route(c.Namespace, hr, i)
-			r.Match = matchAll
-			out = append(out, r)
+			out = append(out, b.route(c.Namespace, hr, i, nil, &acts))
 			continue
 		}
 		var first *routev3.Route
-		var rest []routev3.Route // the other routes of hr, one block
+		var rest []routev3.Route       // the other routes of hr, one block
+		var restMatched []matchedRoute // or, if all have a prefix match, with them
 		for j, m := range ms {
 			if !b.applies(m) {
 				continue
 			}
 			if first == nil {
-				first = b.route(c.Namespace, hr, i)
-				first.Match = routeMatch(m)
+				first = b.route(c.Namespace, hr, i, m, &acts)
 				out = append(out, first)
-				if k := b.countApplying(ms[j+1:]); k > 0 {
+				if k, prefixes := b.countApplying(ms[j+1:]); k > 0 && prefixes {
+					restMatched = make([]matchedRoute, 0, k)
+				} else if k > 0 {
 					rest = make([]routev3.Route, 0, k)
 				}
 				continue
 			}
-			rest = rest[:len(rest)+1]
-			r := &rest[len(rest)-1]
-			copyWithMatch(r, first, routeMatch(m))
+			var r *routev3.Route
+			if restMatched != nil {
+				restMatched = restMatched[:len(restMatched)+1]
+				mr := &restMatched[len(restMatched)-1]
+				r = &mr.r
+				copyWithMatch(r, first, mr.match.init(m))
+			} else {
+				rest = rest[:len(rest)+1]
+				r = &rest[len(rest)-1]
+				copyWithMatch(r, first, routeMatch(m))
+			}
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// countApplying counts the match conditions of ms that apply.
-func (b *routeBuilder) countApplying(ms []*networking.HTTPMatchRequest) int {
-	n := 0
+// countApplying counts the match conditions of ms that apply and
+// reports whether they all match a prefix.
+func (b *routeBuilder) countApplying(ms []*networking.HTTPMatchRequest) (n int, prefixes bool) {
+	prefixes = true
 	for _, m := range ms {
 		if b.applies(m) {
 			n++
+			prefixes = prefixes && isPrefix(m)
 		}
 	}
-	return n
+	return n, prefixes
 }
 
 // copyWithMatch makes dst, a zero Route, a copy of r with another match:
@@ -96,11 +110,35 @@ func copyWithMatch(dst, r *routev3.Route, m *routev3.RouteMatch) {
 	dst.RequestBodyBufferLimit, dst.RouteSpecifiers = r.RequestBodyBufferLimit, r.RouteSpecifiers
 }
 
+// matchedRoute is a route with its match, when that matches a prefix
+// (isPrefix), allocated as one block: most routes.
+type matchedRoute struct {
+	r     routev3.Route
+	match prefixMatch
+}
+
+// newRoute allocates a route with the translation of m as its match (nil:
+// every request).
+func newRoute(m *networking.HTTPMatchRequest) *routev3.Route {
+	if m != nil && isPrefix(m) {
+		b := &matchedRoute{}
+		b.r.Match = b.match.init(m)
+		return &b.r
+	}
+	return &routev3.Route{Match: routeMatch(m)}
+}
+
 // forwardRoute is a forwarding route with its action and their oneof
-// wrappers, allocated as one block: there is one per HTTP route and
-// port, and per service without a VirtualService.
+// wrappers, allocated as one block: the route of a service without a
+// VirtualService.
 type forwardRoute struct {
-	r       routev3.Route
+	r routev3.Route
+	actionBlock
+}
+
+// actionBlock is a route action with the oneof wrappers that hold it
+// and its cluster, allocated as one block.
+type actionBlock struct {
 	wrap    routev3.Route_Route
 	action  routev3.RouteAction
 	cluster routev3.RouteAction_Cluster
@@ -113,20 +151,29 @@ func (f *forwardRoute) init() (*routev3.Route, *routev3.RouteAction) {
 	return &f.r, &f.action
 }
 
-// route translates an HTTP route but for its match, which the caller
-// sets.
-func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int) *routev3.Route {
-	var r *routev3.Route
+// actions are the actions built for the first forwarding HTTP routes of
+// a VirtualService, for the next ones to share when equal (Knative, for
+// one, splits a destination's traffic into several HTTP routes that
+// differ only in their matches and header operations).
+type actions struct {
+	n     int
+	built [8]struct {
+		hr   *networking.HTTPRoute
+		wrap *routev3.Route_Route
+	}
+}
+
+// route translates an HTTP route for its match condition m (nil: it has
+// none).
+func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int, m *networking.HTTPMatchRequest, acts *actions) *routev3.Route {
+	r := newRoute(m)
 	switch {
 	case hr.GetRedirect() != nil:
-		r = &routev3.Route{Action: &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect())}}
+		r.Action = &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect())}
 	case hr.GetDirectResponse() != nil:
-		r = &routev3.Route{Action: &routev3.Route_DirectResponse{DirectResponse: directResponse(hr.GetDirectResponse())}}
+		r.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(hr.GetDirectResponse())}
 	default:
-		f := &forwardRoute{}
-		var ra *routev3.RouteAction
-		r, ra = f.init()
-		b.action(ra, &f.cluster, ns, hr)
+		r.Action = b.forward(ns, hr, acts)
 		if f := hr.GetFault(); f != nil {
 			r.TypedPerFilterConfig = map[string]*anypb.Any{FaultFilterName: gen.MustAny(fault(f))}
 		}
@@ -139,6 +186,69 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int) *routev
 		applyHeaders(r, hr.GetHeaders())
 	}
 	return r
+}
+
+// forward is the action of a forwarding HTTP route: one already built
+// for an HTTP route of acts with an equal action, else a new one.
+func (b *routeBuilder) forward(ns string, hr *networking.HTTPRoute, acts *actions) *routev3.Route_Route {
+	for _, a := range acts.built[:acts.n] {
+		if sameAction(a.hr, hr) {
+			return a.wrap
+		}
+	}
+	ab := &actionBlock{}
+	ab.wrap.Route = &ab.action
+	b.action(&ab.action, &ab.cluster, ns, hr)
+	if acts.n < len(acts.built) {
+		acts.built[acts.n].hr, acts.built[acts.n].wrap = hr, &ab.wrap
+		acts.n++
+	}
+	return &ab.wrap
+}
+
+// sameAction reports whether action builds the same action for a and b,
+// HTTP routes of one VirtualService: every field it reads is equal.
+func sameAction(a, b *networking.HTTPRoute) bool {
+	if a == b {
+		return true
+	}
+	ad, bd := a.GetRoute(), b.GetRoute()
+	if len(ad) != len(bd) {
+		return false
+	}
+	for i, x := range ad {
+		y := bd[i]
+		xd, yd := x.GetDestination(), y.GetDestination()
+		if x.GetWeight() != y.GetWeight() || xd.GetHost() != yd.GetHost() || xd.GetSubset() != yd.GetSubset() || xd.GetPort().GetNumber() != yd.GetPort().GetNumber() {
+			return false
+		}
+	}
+	at, bt := a.GetTimeout(), b.GetTimeout()
+	if (at == nil) != (bt == nil) || at.GetSeconds() != bt.GetSeconds() || at.GetNanos() != bt.GetNanos() {
+		return false
+	}
+	if len(a.GetMirrors()) != len(b.GetMirrors()) {
+		return false
+	}
+	for i, x := range a.GetMirrors() {
+		if !sameMessage(x, b.GetMirrors()[i]) {
+			return false
+		}
+	}
+	return sameMessage(a.GetRetries(), b.GetRetries()) && sameMessage(a.GetMirror(), b.GetMirror()) &&
+		sameMessage(a.GetMirrorPercentage(), b.GetMirrorPercentage()) && sameMessage(a.GetRewrite(), b.GetRewrite())
+}
+
+// sameMessage reports whether x and y are both nil or equal.
+func sameMessage[M interface {
+	comparable
+	proto.Message
+}](x, y M) bool {
+	var none M
+	if x == none || y == none || x == y {
+		return x == y
+	}
+	return proto.Equal(x, y)
 }
 
 // routeNames are the names of the first unnamed HTTP routes, spelled out
