@@ -144,13 +144,6 @@ type actionBlock struct {
 	cluster routev3.RouteAction_Cluster
 }
 
-// init links the block's parts and returns its route and action.
-func (f *forwardRoute) init() (*routev3.Route, *routev3.RouteAction) {
-	f.wrap.Route = &f.action
-	f.r.Action = &f.wrap
-	return &f.r, &f.action
-}
-
 // actions are the actions built for the first forwarding HTTP routes of
 // a VirtualService, for the next ones to share when equal (Knative, for
 // one, splits a destination's traffic into several HTTP routes that
@@ -267,14 +260,17 @@ func unnamedRoute(i int) string {
 // defaultRoute makes f the route that sends everything to cluster: the
 // route of a service without a VirtualService.
 func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *routev3.Route {
-	r, ra := f.init()
-	r.Name, r.Match = "default", matchAll
+	r, ra := &f.r, &f.action
+	r.Name, r.Match, r.Action = "default", matchAll, &f.wrap
+	f.wrap.Route = ra
 	f.cluster.Cluster = cluster
 	ra.ClusterSpecifier = &f.cluster
 	if !b.proxyless {
 		ra.Timeout = noTimeout
 		ra.RetryPolicy = defaultRetryPolicy
-		ra.HashPolicy = b.hashPolicy(b.v.ServiceFor(host), b.port, "")
+		if b.v.HasDestinationRules() {
+			ra.HashPolicy = b.hashPolicy(b.v.ServiceFor(host), b.port, "")
+		}
 	}
 	return r
 }

@@ -48,6 +48,10 @@ func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 	return nil
 }
 
+// HasDestinationRules reports whether the snapshot has any
+// DestinationRule: when not, DestinationRule is nil for every service.
+func (v *View) HasDestinationRules() bool { return v.destinationRules().any }
+
 // drIndex holds what DestinationRule looks up on every call: whether
 // the snapshot has any DestinationRule, and those of the proxy's and the
 // root namespace. Routes and clusters ask once per service.

@@ -41,11 +41,14 @@ func DestinationPort(svc *model.Service, destPort, listenerPort uint32) (model.P
 // ClusterDomain is the proxy's cluster DNS suffix ("cluster.local"), from
 // its DNS domain "ns.svc.cluster.local".
 func (v *View) ClusterDomain() string {
-	d := v.Proxy.DNSDomain
-	if i := strings.Index(d, ".svc."); i >= 0 {
-		return d[i+len(".svc."):]
+	if v.domain == "" { // computed once: routes ask per service
+		v.domain = "cluster.local"
+		d := v.Proxy.DNSDomain
+		if i := strings.Index(d, ".svc."); i >= 0 {
+			v.domain = d[i+len(".svc."):]
+		}
 	}
-	return "cluster.local"
+	return v.domain
 }
 
 // ResolveTarget maps a proxyless gRPC target ("host:port", "host", short

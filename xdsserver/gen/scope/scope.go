@@ -35,6 +35,7 @@ type View struct {
 	sidecar  *networking.Sidecar
 	vs       *vsIndex
 	dr       *drIndex
+	domain   string // ClusterDomain, once asked
 }
 
 // vsIndex holds the visible VirtualServices bound to "mesh" (sidecars
