@@ -64,16 +64,16 @@ func routeMatch(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
 	case *networking.StringMatch_Exact:
 		b := &pathMatch{path: routev3.RouteMatch_Path{Path: u.Exact}}
 		b.rm.PathSpecifier = &b.path
-		addConditions(&b.rm, m)
+		addConditions(&b.rm, m, nil, nil)
 		return &b.rm
 	case *networking.StringMatch_Regex:
 		b := &regexMatch{regex: matcherv3.RegexMatcher{Regex: u.Regex}}
 		b.wrap.SafeRegex = &b.regex
 		b.rm.PathSpecifier = &b.wrap
-		addConditions(&b.rm, m)
+		addConditions(&b.rm, m, nil, nil)
 		return &b.rm
 	}
-	return (&prefixMatch{}).init(m)
+	return (&prefixMatch{}).init(m, nil, nil)
 }
 
 // isPrefix reports whether m matches a path prefix (or any path): the
@@ -86,25 +86,35 @@ func isPrefix(m *networking.HTTPMatchRequest) bool {
 	return true
 }
 
-// init makes b the translation of m, for which isPrefix holds.
-func (b *prefixMatch) init(m *networking.HTTPMatchRequest) *routev3.RouteMatch {
+// init makes b the translation of m, for which isPrefix holds; hb and
+// hp, if long enough, hold its header matchers (see addConditions).
+func (b *prefixMatch) init(m *networking.HTTPMatchRequest, hb []headerBlock, hp []*routev3.HeaderMatcher) *routev3.RouteMatch {
 	b.prefix.Prefix = "/"
 	if p, ok := m.GetUri().GetMatchType().(*networking.StringMatch_Prefix); ok {
 		b.prefix.Prefix = p.Prefix
 	}
 	b.rm.PathSpecifier = &b.prefix
-	addConditions(&b.rm, m)
+	addConditions(&b.rm, m, hb, hp)
 	return &b.rm
 }
 
-// addConditions translates m's conditions but its path.
-func addConditions(rm *routev3.RouteMatch, m *networking.HTTPMatchRequest) {
+// caseInsensitive is CaseSensitive false, shared by every match that
+// ignores case and never altered.
+var caseInsensitive = gen.Bool(false)
+
+// addConditions translates m's conditions but its path. Its header
+// matchers are built in hb and listed in hp (zero length, capacity
+// len(hb)) when they fit, else in new arrays.
+func addConditions(rm *routev3.RouteMatch, m *networking.HTTPMatchRequest, hb []headerBlock, hp []*routev3.HeaderMatcher) {
 	if m.GetIgnoreUriCase() {
-		rm.CaseSensitive = gen.Bool(false)
+		rm.CaseSensitive = caseInsensitive
 	}
 	if n := headerCount(m); n > 0 {
-		hs := headerMatchers{blocks: make([]headerBlock, n)}
-		rm.Headers = make([]*routev3.HeaderMatcher, 0, n)
+		if len(hb) < n {
+			hb, hp = make([]headerBlock, n), make([]*routev3.HeaderMatcher, 0, n)
+		}
+		hs := headerMatchers{blocks: hb}
+		rm.Headers = hp
 		var keys [8]string
 		for _, name := range sortedKeys(m.GetHeaders(), keys[:0]) {
 			rm.Headers = append(rm.Headers, hs.next(name, m.GetHeaders()[name], false))
@@ -151,11 +161,14 @@ func headerCount(m *networking.HTTPMatchRequest) int {
 // headerBlock is a header matcher with the wrappers of its common
 // specifiers, so that a match's matchers are allocated as one array.
 type headerBlock struct {
-	h       routev3.HeaderMatcher
-	exact   routev3.HeaderMatcher_ExactMatch
-	prefix  routev3.HeaderMatcher_PrefixMatch
-	present routev3.HeaderMatcher_PresentMatch
+	h      routev3.HeaderMatcher
+	exact  routev3.HeaderMatcher_ExactMatch
+	prefix routev3.HeaderMatcher_PrefixMatch
 }
+
+// presentMatch is a presence match, shared by every header matcher that
+// asks for one and never altered.
+var presentMatch = &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}
 
 // headerMatchers hands out the blocks of one match in order.
 type headerMatchers struct {
@@ -179,8 +192,7 @@ func (hs *headerMatchers) next(name string, s *networking.StringMatch, invert bo
 		h.HeaderMatchSpecifier = &b.exact
 	case *networking.StringMatch_Prefix:
 		if u.Prefix == "" { // any value: Envoy wants a non-empty prefix
-			b.present.PresentMatch = true
-			h.HeaderMatchSpecifier = &b.present
+			h.HeaderMatchSpecifier = presentMatch
 		} else {
 			b.prefix.PrefixMatch = u.Prefix
 			h.HeaderMatchSpecifier = &b.prefix
@@ -188,8 +200,7 @@ func (hs *headerMatchers) next(name string, s *networking.StringMatch, invert bo
 	case *networking.StringMatch_Regex:
 		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherv3.RegexMatcher{Regex: u.Regex}}
 	default:
-		b.present.PresentMatch = true
-		h.HeaderMatchSpecifier = &b.present
+		h.HeaderMatchSpecifier = presentMatch
 	}
 	return h
 }

@@ -184,17 +184,24 @@ func applyHeaders(r *routev3.Route, h *networking.Headers) {
 }
 
 // headerOps translates header operations: set, then add, each sorted by
-// name. The options and their headers are allocated as one array.
+// name. The options and their headers are allocated as one array, and
+// with the list when there is one (Knative sets one header per route).
 func headerOps(ops *networking.Headers_HeaderOperations) []*corev3.HeaderValueOption {
 	n := len(ops.GetSet()) + len(ops.GetAdd())
-	if n == 0 {
+	var blocks []headerOption
+	var out []*corev3.HeaderValueOption
+	switch n {
+	case 0:
 		return nil
+	case 1:
+		one := &struct {
+			b [1]headerOption
+			p [1]*corev3.HeaderValueOption
+		}{}
+		blocks, out = one.b[:], one.p[:0]
+	default:
+		blocks, out = make([]headerOption, n), make([]*corev3.HeaderValueOption, 0, n)
 	}
-	blocks := make([]struct {
-		o corev3.HeaderValueOption
-		h corev3.HeaderValue
-	}, n)
-	out := make([]*corev3.HeaderValueOption, 0, n)
 	add := func(k, v string, a corev3.HeaderValueOption_HeaderAppendAction) {
 		b := &blocks[len(out)]
 		b.h.Key, b.h.Value = k, v
@@ -209,6 +216,12 @@ func headerOps(ops *networking.Headers_HeaderOperations) []*corev3.HeaderValueOp
 		add(k, ops.GetAdd()[k], corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD)
 	}
 	return out
+}
+
+// headerOption is a header operation with its header.
+type headerOption struct {
+	o corev3.HeaderValueOption
+	h corev3.HeaderValue
 }
 
 // hashPolicy is the route hash policy a DestinationRule's consistent

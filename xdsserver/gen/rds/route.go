@@ -73,7 +73,7 @@ func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 				restMatched = restMatched[:len(restMatched)+1]
 				mr := &restMatched[len(restMatched)-1]
 				r = &mr.r
-				copyWithMatch(r, first, mr.match.init(m))
+				copyWithMatch(r, first, mr.match.init(m, nil, nil))
 			} else {
 				rest = rest[:len(rest)+1]
 				r = &rest[len(rest)-1]
@@ -111,21 +111,47 @@ func copyWithMatch(dst, r *routev3.Route, m *routev3.RouteMatch) {
 }
 
 // matchedRoute is a route with its match, when that matches a prefix
-// (isPrefix), allocated as one block: most routes.
-type matchedRoute struct {
-	r     routev3.Route
-	match prefixMatch
-}
+// (isPrefix), allocated as one block: most routes. matchedRoute1 and
+// matchedRoute2 have room for a match's one or two header matchers
+// (Knative matches an authority and a header).
+type (
+	matchedRoute struct {
+		r     routev3.Route
+		match prefixMatch
+	}
+	matchedRoute1 struct {
+		matchedRoute
+		hb [1]headerBlock
+		hp [1]*routev3.HeaderMatcher
+	}
+	matchedRoute2 struct {
+		matchedRoute
+		hb [2]headerBlock
+		hp [2]*routev3.HeaderMatcher
+	}
+)
 
 // newRoute allocates a route with the translation of m as its match (nil:
 // every request).
 func newRoute(m *networking.HTTPMatchRequest) *routev3.Route {
-	if m != nil && isPrefix(m) {
-		b := &matchedRoute{}
-		b.r.Match = b.match.init(m)
-		return &b.r
+	if m == nil || !isPrefix(m) {
+		return &routev3.Route{Match: routeMatch(m)}
 	}
-	return &routev3.Route{Match: routeMatch(m)}
+	var b *matchedRoute
+	switch headerCount(m) {
+	case 1:
+		b1 := &matchedRoute1{}
+		b1.r.Match = b1.match.init(m, b1.hb[:], b1.hp[:0])
+		b = &b1.matchedRoute
+	case 2:
+		b2 := &matchedRoute2{}
+		b2.r.Match = b2.match.init(m, b2.hb[:], b2.hp[:0])
+		b = &b2.matchedRoute
+	default:
+		b = &matchedRoute{}
+		b.r.Match = b.match.init(m, nil, nil)
+	}
+	return &b.r
 }
 
 // forwardRoute is a forwarding route with its action and their oneof
