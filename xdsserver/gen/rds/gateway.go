@@ -153,11 +153,15 @@ func (g *gatewayRoutes) indexVirtualServices() {
 type vsMemo struct {
 	checked bool
 	// portFree: the routes are the same on every port; gatewayFree: the
-	// same through every gateway of the router.
-	portFree, gatewayFree bool
-	built                 bool // first holds a build
-	first                 builtRoutes
-	more                  []builtRoutes
+	// same through every gateway of the router; actionsFree: the actions
+	// are the same on every port (every destination's port is fixed).
+	portFree, gatewayFree, actionsFree bool
+	built                              bool // first holds a build
+	first                              builtRoutes
+	more                               []builtRoutes
+	// acts are the actions built so far, when later builds (for another
+	// port or gateway) can share them.
+	acts *actions
 }
 
 type builtRoutes struct {
@@ -173,7 +177,7 @@ func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*route
 	c, m := g.vss[i], &g.memo[i]
 	if !m.checked {
 		m.checked = true
-		m.portFree, m.gatewayFree = g.independence(c)
+		m.portFree, m.gatewayFree, m.actionsFree = g.independence(c)
 	}
 	kp, kg := port, gateway
 	if m.portFree {
@@ -191,7 +195,14 @@ func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*route
 		}
 	}
 	rb := routeBuilder{v: g.v, port: port, gateway: gateway}
-	routes := rb.vsRoutes(c)
+	var acts *actions
+	if m.actionsFree && !(m.portFree && m.gatewayFree) { // may be built again
+		if m.acts == nil {
+			m.acts = &actions{}
+		}
+		acts = m.acts
+	}
+	routes := rb.vsRoutes(c, acts)
 	routes = routes[:len(routes):len(routes)]
 	b := builtRoutes{port: kp, gateway: kg, routes: routes}
 	if !m.built {
@@ -207,9 +218,10 @@ func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*route
 // port reaches a route only through match ports and destPort (a
 // destination without a port to a host that is not a single-port
 // service); the gateway only through match gateways (never "mesh" on a
-// router, so source labels are not checked).
-func (g *gatewayRoutes) independence(c *config.Config) (portFree, gatewayFree bool) {
-	portFree, gatewayFree = true, true
+// router, so source labels are not checked). The actions are the same on
+// every port when no destination depends on it.
+func (g *gatewayRoutes) independence(c *config.Config) (portFree, gatewayFree, actionsFree bool) {
+	portFree, gatewayFree, actionsFree = true, true, true
 	for _, hr := range c.Spec.(*networking.VirtualService).GetHttp() {
 		for _, m := range hr.GetMatch() {
 			if m.GetPort() != 0 {
@@ -221,16 +233,16 @@ func (g *gatewayRoutes) independence(c *config.Config) (portFree, gatewayFree bo
 		}
 		for _, d := range hr.GetRoute() {
 			if !g.fixedPort(c.Namespace, d.GetDestination()) {
-				portFree = false
+				portFree, actionsFree = false, false
 			}
 		}
 		for _, mp := range mirrors(hr) {
 			if !g.fixedPort(c.Namespace, mp.GetDestination()) {
-				portFree = false
+				portFree, actionsFree = false, false
 			}
 		}
 	}
-	return portFree, gatewayFree
+	return portFree, gatewayFree, actionsFree
 }
 
 // fixedPort reports whether destPort gives the same port for d on every

@@ -20,7 +20,7 @@ func grpcRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	rb := routeBuilder{v: v, port: p.Number, gateway: "mesh", proxyless: true}
 	var routes []*routev3.Route
 	if vs := v.VirtualServiceFor(svc.Hostname); vs != nil {
-		routes = rb.vsRoutes(vs)
+		routes = rb.vsRoutes(vs, nil)
 	} else {
 		routes = []*routev3.Route{rb.defaultRoute(&forwardRoute{}, gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname), svc.Hostname)}
 	}
@@ -43,7 +43,7 @@ func HasFault(v *scope.View, name string) bool {
 		return false
 	}
 	rb := routeBuilder{v: v, port: p.Number, gateway: "mesh", proxyless: true}
-	for _, r := range rb.vsRoutes(vs) {
+	for _, r := range rb.vsRoutes(vs, nil) {
 		if r.GetTypedPerFilterConfig()[FaultFilterName] != nil {
 			return true
 		}

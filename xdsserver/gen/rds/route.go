@@ -31,10 +31,12 @@ type routeBuilder struct {
 // routes of one HTTP route differ only in their match: the rest (name,
 // action, per-filter config, header operations) is built once and shared
 // by them, and HTTP routes whose actions would be equal share one, which
-// is safe because outputs are never altered. A route and its prefix match
-// are allocated as one block, as are the routes after the first of one
-// HTTP route.
-func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
+// is safe because outputs are never altered. acts, if not nil, holds the
+// actions of earlier builds of c that this one can share (same proxy;
+// no destination depends on the listener port). A route and its prefix
+// match are allocated as one block, as are the routes after the first of
+// one HTTP route.
+func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Route {
 	vs := c.Spec.(*networking.VirtualService)
 	n := 0
 	for _, hr := range vs.GetHttp() {
@@ -44,11 +46,13 @@ func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 		return nil
 	}
 	out := make([]*routev3.Route, 0, n)
-	var acts actions
+	if acts == nil {
+		acts = &actions{}
+	}
 	for i, hr := range vs.GetHttp() {
 		ms := hr.GetMatch()
 		if len(ms) == 0 {
-			out = append(out, b.route(c.Namespace, hr, i, nil, &acts))
+			out = append(out, b.route(c.Namespace, hr, i, nil, acts))
 			continue
 		}
 		var first *routev3.Route
@@ -59,7 +63,7 @@ func (b *routeBuilder) vsRoutes(c *config.Config) []*routev3.Route {
 				continue
 			}
 			if first == nil {
-				first = b.route(c.Namespace, hr, i, m, &acts)
+				first = b.route(c.Namespace, hr, i, m, acts)
 				out = append(out, first)
 				if k, prefixes := b.countApplying(ms[j+1:]); k > 0 && prefixes {
 					restMatched = make([]matchedRoute, 0, k)

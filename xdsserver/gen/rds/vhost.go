@@ -150,7 +150,7 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		return
 	}
 	if vs != nil {
-		vh = &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs)}
+		vh = &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs, nil)}
 	} else {
 		dh := &defaultHost{}
 		dh.routes[0] = b.rb.defaultRoute(&dh.route, cluster, svc.Hostname)
@@ -180,7 +180,7 @@ func (b *vhostBuilder) vsOnlyHosts() {
 				seen = map[string]bool{}
 			}
 			seen[h] = true
-			routes := b.rb.vsRoutes(c)
+			routes := b.rb.vsRoutes(c, nil)
 			if len(routes) == 0 {
 				continue
 			}
