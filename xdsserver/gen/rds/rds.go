@@ -186,15 +186,15 @@ func parsePort(s string) (uint32, bool) {
 // and the catch-all. A first pass counts the hosts and their domains so
 // that the list and the domain index are allocated once.
 func portRoute(v *scope.View, name string, port uint32, shared map[servicePort]*routev3.VirtualHost) *routev3.RouteConfiguration {
-	hosts, domains := 0, 0
-	var buf [8]string
+	hosts, names := 0, 0
 	for _, svc := range v.Services {
 		if servedOn(svc, port) != notServed {
 			hosts++
-			domains += 2 * len(serviceNames(v, svc, &buf))
+			// The hostname and the addresses; short names are few.
+			names += 1 + len(scope.Addresses(v.Proxy, svc))
 		}
 	}
-	vb := newVhostBuilder(v, port, hosts+1, domains+1, shared)
+	vb := newVhostBuilder(v, port, hosts+1, names+1, shared)
 	for _, svc := range v.Services {
 		switch servedOn(svc, port) {
 		case servedHTTP:

@@ -15,17 +15,12 @@ import (
 )
 
 // vhostBuilder collects the virtual hosts of one sidecar route config.
-// Envoy rejects a domain used twice in one config, so the first virtual
-// host to claim a domain keeps it. The claimed domains are exactly those
-// of hosts: a claim that takes nothing adds no host.
+// The domains it claimed (see domainSet) are exactly those of hosts: a
+// claim that takes nothing adds no host.
 type vhostBuilder struct {
-	rb routeBuilder
-	// used indexes the claimed domains once there is more than one
-	// virtual host (a config for one service needs no map); hint sizes
-	// it.
-	used  map[string]struct{}
-	hint  int
-	hosts []*routev3.VirtualHost
+	rb      routeBuilder
+	domains domainSet
+	hosts   []*routev3.VirtualHost
 	// shared holds, when the generation builds both "PORT" and
 	// "host:port" configs, the virtual host of each auto-detected service
 	// port with an address already built with all its domains: the same
@@ -40,85 +35,28 @@ type servicePort struct {
 }
 
 // newVhostBuilder starts a config on port expected to hold about hosts
-// virtual hosts and domains domains.
-func newVhostBuilder(v *scope.View, port uint32, hosts, domains int, shared map[servicePort]*routev3.VirtualHost) vhostBuilder {
-	return vhostBuilder{rb: routeBuilder{v: v, port: port, gateway: "mesh"}, hint: domains, hosts: make([]*routev3.VirtualHost, 0, hosts), shared: shared}
-}
-
-// index makes used from the hosts so far.
-func (b *vhostBuilder) index() {
-	b.used = make(map[string]struct{}, max(b.hint, 8))
-	for _, h := range b.hosts {
-		for _, d := range h.GetDomains() {
-			b.used[d] = struct{}{}
-		}
+// virtual hosts with about names names (domains without their ":port"
+// forms).
+func newVhostBuilder(v *scope.View, port uint32, hosts, names int, shared map[servicePort]*routev3.VirtualHost) vhostBuilder {
+	return vhostBuilder{
+		rb:      routeBuilder{v: v, port: port, gateway: "mesh"},
+		domains: domainSet{port: port, hint: names},
+		hosts:   make([]*routev3.VirtualHost, 0, hosts), shared: shared,
 	}
 }
 
-// claimAll claims domains, distinct ones, if none is taken; else it
-// claims nothing.
-func (b *vhostBuilder) claimAll(domains []string) bool {
-	if len(b.hosts) == 0 {
-		return true
-	}
-	if b.used == nil {
-		b.index()
-	}
-	for _, d := range domains {
-		if _, ok := b.used[d]; ok {
-			return false
-		}
-	}
-	for _, d := range domains {
-		b.used[d] = struct{}{}
-	}
-	return true
-}
+func (b *vhostBuilder) claim(domains []string) []string { return b.domains.claim(b.hosts, domains) }
 
-// claim keeps the domains no virtual host has taken (the first of
-// duplicates) and takes them; it reuses domains' array.
-func (b *vhostBuilder) claim(domains []string) []string {
-	out := domains[:0]
-	if len(b.hosts) == 0 {
-		for _, d := range domains {
-			if !slices.Contains(out, d) {
-				out = append(out, d)
-			}
-		}
-		return out
-	}
-	if b.used == nil {
-		b.index()
-	}
-	for _, d := range domains {
-		if _, ok := b.used[d]; !ok {
-			b.used[d] = struct{}{}
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// taken reports whether a virtual host has claimed d.
-func (b *vhostBuilder) taken(d string) bool {
-	if b.used != nil {
-		_, ok := b.used[d]
-		return ok
-	}
-	for _, h := range b.hosts {
-		if slices.Contains(h.GetDomains(), d) {
-			return true
-		}
-	}
-	return false
-}
+func (b *vhostBuilder) claimAll(domains []string) bool { return b.domains.claimAll(b.hosts, domains) }
 
 // defaultHost is the virtual host of a service without a VirtualService,
-// allocated with its one route as one block.
+// allocated with its one route and room for its domains as one block
+// (the domains fit in the block's size class).
 type defaultHost struct {
-	vh     routev3.VirtualHost
-	routes [1]*routev3.Route
-	route  forwardRoute
+	vh      routev3.VirtualHost
+	routes  [1]*routev3.Route
+	route   forwardRoute
+	domains [4]string
 }
 
 // service adds the virtual host of one service on the builder's port:
@@ -143,7 +81,13 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		return
 	}
 	vs := b.rb.v.VirtualServiceFor(svc.Hostname)
-	all, cluster := serviceDomains(b.rb.v, svc, port, vs == nil)
+	var dh *defaultHost
+	var buf []string
+	if vs == nil {
+		dh = &defaultHost{}
+		buf = dh.domains[:0]
+	}
+	all, cluster := serviceDomains(b.rb.v, svc, port, buf)
 	n, name := len(all), all[1] // "host:port", before claim reuses the slice
 	domains := b.claim(all)
 	if len(domains) == 0 {
@@ -152,7 +96,6 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 	if vs != nil {
 		vh = &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs, nil)}
 	} else {
-		dh := &defaultHost{}
 		dh.routes[0] = b.rb.defaultRoute(&dh.route, cluster, svc.Hostname)
 		dh.vh.Name, dh.vh.Domains, dh.vh.Routes = name, domains, dh.routes[:]
 		vh = &dh.vh
@@ -209,12 +152,10 @@ var (
 
 // fallback adds Istio's catch-all virtual host: "allow_any" to the
 // PassthroughCluster, or "block_all" answering 502 under REGISTRY_ONLY.
+// It is the config's last: it claims nothing for later hosts.
 func (b *vhostBuilder) fallback() {
-	if b.taken("*") {
+	if b.domains.taken(b.hosts, "*") {
 		return
-	}
-	if b.used != nil {
-		b.used["*"] = struct{}{}
 	}
 	m := b.rb.v.Push.Mesh
 	if m != nil && m.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
@@ -253,10 +194,12 @@ func serviceNames(v *scope.View, svc *model.Service, buf *[8]string) []string {
 }
 
 // serviceDomains are a service's names (serviceNames), each followed by
-// its ":port" form; with cluster, also the name of the service port's
-// cluster. The ":port" forms and the cluster name are cut from one
-// string: two allocations per service instead of a dozen.
-func serviceDomains(v *scope.View, svc *model.Service, port uint32, cluster bool) ([]string, string) {
+// its ":port" form, appended to buf (nil: none); with buf, also the name
+// of the service port's cluster, for its default route. The ":port"
+// forms and the cluster name are cut from one string: one or two
+// allocations per service instead of a dozen.
+func serviceDomains(v *scope.View, svc *model.Service, port uint32, buf []string) ([]string, string) {
+	cluster := buf != nil
 	var stack [8]string
 	names := serviceNames(v, svc, &stack)
 	var p [10]byte
@@ -293,7 +236,10 @@ func serviceDomains(v *scope.View, svc *model.Service, port uint32, cluster bool
 		b.WriteString(svc.Hostname)
 	}
 	all := b.String()
-	out := make([]string, 0, 2*len(names))
+	out := buf
+	if cap(out) < 2*len(names) {
+		out = make([]string, 0, 2*len(names))
+	}
 	prev := 0
 	for i, n := range names {
 		out = append(out, n, all[prev:ends[i]])
