@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -162,6 +163,35 @@ type vsMemo struct {
 	// acts are the actions built so far, when later builds (for another
 	// port or gateway) can share them.
 	acts *actions
+	// hosts are the VirtualService's hosts made FQDN, once asked.
+	hosts []string
+}
+
+// hostsOf returns the hosts of vss[i] made FQDN (short ones are relative
+// to its namespace), computed once: every server and route config that
+// lists the VirtualService walks them. The list is the spec's when no
+// host changes.
+func (g *gatewayRoutes) hostsOf(i int32) []string {
+	m := &g.memo[i]
+	if m.hosts != nil {
+		return m.hosts
+	}
+	c := g.vss[i]
+	hs := c.Spec.(*networking.VirtualService).GetHosts()
+	out, copied := hs, false
+	for j, h := range hs {
+		if f := g.v.FQDN(h, c.Namespace); f != h {
+			if !copied {
+				out, copied = slices.Clone(hs), true
+			}
+			out[j] = f
+		}
+	}
+	if out == nil {
+		out = []string{} // none, but known
+	}
+	m.hosts = out
+	return out
 }
 
 type builtRoutes struct {
@@ -281,8 +311,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 			}
 			var routes []*routev3.Route
 			var ext extension
-			for _, h := range vs.GetHosts() {
-				h = g.v.FQDN(h, c.Namespace)
+			for _, h := range g.hostsOf(id) {
 				if !serverSelects(s, c.Namespace, h) {
 					continue
 				}
