@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"iter"
 	"slices"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -115,12 +116,11 @@ func addConditions(rm *routev3.RouteMatch, m *networking.HTTPMatchRequest, hb []
 		}
 		hs := headerMatchers{blocks: hb}
 		rm.Headers = hp
-		var keys [8]string
-		for _, name := range sortedKeys(m.GetHeaders(), keys[:0]) {
-			rm.Headers = append(rm.Headers, hs.next(name, m.GetHeaders()[name], false))
+		for name, sm := range sorted(m.GetHeaders()) {
+			rm.Headers = append(rm.Headers, hs.next(name, sm, false))
 		}
-		for _, name := range sortedKeys(m.GetWithoutHeaders(), keys[:0]) {
-			rm.Headers = append(rm.Headers, hs.next(name, m.GetWithoutHeaders()[name], true))
+		for name, sm := range sorted(m.GetWithoutHeaders()) {
+			rm.Headers = append(rm.Headers, hs.next(name, sm, true))
 		}
 		if m.GetMethod() != nil {
 			rm.Headers = append(rm.Headers, hs.next(":method", m.GetMethod(), false))
@@ -134,10 +134,9 @@ func addConditions(rm *routev3.RouteMatch, m *networking.HTTPMatchRequest, hb []
 	}
 	if qs := m.GetQueryParams(); len(qs) > 0 {
 		rm.QueryParameters = make([]*routev3.QueryParameterMatcher, 0, len(qs))
-		var keys [8]string
-		for _, name := range sortedKeys(qs, keys[:0]) {
+		for name, s := range sorted(qs) {
 			q := &routev3.QueryParameterMatcher{Name: name}
-			if sm := stringMatcher(qs[name]); sm != nil {
+			if sm := stringMatcher(s); sm != nil {
 				q.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_StringMatch{StringMatch: sm}
 			} else {
 				q.QueryParameterMatchSpecifier = &routev3.QueryParameterMatcher_PresentMatch{PresentMatch: true}
@@ -222,12 +221,30 @@ func stringMatcher(s *networking.StringMatch) *matcherv3.StringMatcher {
 	return nil
 }
 
-// sortedKeys appends m's keys to buf, sorted: with a buffer on the
-// caller's stack, small maps need no allocation.
-func sortedKeys[V any](m map[string]V, buf []string) []string {
-	for k := range m {
-		buf = append(buf, k)
+// sorted yields m's entries by key. Keys are sorted in a buffer on the
+// stack when they fit; a map of one entry is not sorted at all, and an
+// empty one starts no iterator.
+func sorted[V any](m map[string]V) iter.Seq2[string, V] {
+	return func(yield func(string, V) bool) {
+		switch len(m) {
+		case 0:
+			return
+		case 1:
+			for k, v := range m {
+				yield(k, v)
+			}
+			return
+		}
+		var buf [8]string
+		keys := buf[:0]
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if !yield(k, m[k]) {
+				return
+			}
+		}
 	}
-	slices.Sort(buf)
-	return buf
 }

@@ -208,12 +208,11 @@ func headerOps(ops *networking.Headers_HeaderOperations) []*corev3.HeaderValueOp
 		b.o.Header, b.o.AppendAction = &b.h, a
 		out = append(out, &b.o)
 	}
-	var keys [8]string
-	for _, k := range sortedKeys(ops.GetSet(), keys[:0]) {
-		add(k, ops.GetSet()[k], corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)
+	for k, v := range sorted(ops.GetSet()) {
+		add(k, v, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)
 	}
-	for _, k := range sortedKeys(ops.GetAdd(), keys[:0]) {
-		add(k, ops.GetAdd()[k], corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD)
+	for k, v := range sorted(ops.GetAdd()) {
+		add(k, v, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD)
 	}
 	return out
 }
