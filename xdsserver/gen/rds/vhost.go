@@ -59,6 +59,13 @@ type defaultHost struct {
 	domains [4]string
 }
 
+// serviceHost is the virtual host of a service with a VirtualService,
+// allocated with room for its domains (in its size class).
+type serviceHost struct {
+	vh      routev3.VirtualHost
+	domains [4]string
+}
+
 // service adds the virtual host of one service on the builder's port:
 // its VirtualService's routes, else the default route. sharable says the
 // service port may be in another config of the generation (see shared).
@@ -82,19 +89,24 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 	}
 	vs := b.rb.v.VirtualServiceFor(svc.Hostname)
 	var dh *defaultHost
+	var sh *serviceHost
 	var buf []string
 	if vs == nil {
 		dh = &defaultHost{}
 		buf = dh.domains[:0]
+	} else {
+		sh = &serviceHost{}
+		buf = sh.domains[:0]
 	}
-	all, cluster := serviceDomains(b.rb.v, svc, port, buf)
+	all, cluster := serviceDomains(b.rb.v, svc, port, vs == nil, buf)
 	n, name := len(all), all[1] // "host:port", before claim reuses the slice
 	domains := b.claim(all)
 	if len(domains) == 0 {
 		return
 	}
 	if vs != nil {
-		vh = &routev3.VirtualHost{Name: name, Domains: domains, Routes: b.rb.vsRoutes(vs, nil)}
+		sh.vh.Name, sh.vh.Domains, sh.vh.Routes = name, domains, b.rb.vsRoutes(vs, nil)
+		vh = &sh.vh
 	} else {
 		dh.routes[0] = b.rb.defaultRoute(&dh.route, cluster, svc.Hostname)
 		dh.vh.Name, dh.vh.Domains, dh.vh.Routes = name, domains, dh.routes[:]
@@ -194,12 +206,11 @@ func serviceNames(v *scope.View, svc *model.Service, buf *[8]string) []string {
 }
 
 // serviceDomains are a service's names (serviceNames), each followed by
-// its ":port" form, appended to buf (nil: none); with buf, also the name
-// of the service port's cluster, for its default route. The ":port"
-// forms and the cluster name are cut from one string: one or two
-// allocations per service instead of a dozen.
-func serviceDomains(v *scope.View, svc *model.Service, port uint32, buf []string) ([]string, string) {
-	cluster := buf != nil
+// its ":port" form, appended to buf (nil: a new array); with cluster,
+// also the name of the service port's cluster, for its default route.
+// The ":port" forms and the cluster name are cut from one string: one or
+// two allocations per service instead of a dozen.
+func serviceDomains(v *scope.View, svc *model.Service, port uint32, cluster bool, buf []string) ([]string, string) {
 	var stack [8]string
 	names := serviceNames(v, svc, &stack)
 	var p [10]byte
