@@ -56,20 +56,22 @@ func (v *View) HasDestinationRules() bool { return v.destinationRules().any }
 // the snapshot has any DestinationRule, and those of the proxy's and the
 // root namespace. Routes and clusters ask once per service.
 type drIndex struct {
-	any             bool
+	ready, any      bool
 	root            string
 	proxyNS, rootNS []config.Config
 }
 
 func (v *View) destinationRules() *drIndex {
-	if v.dr == nil {
-		v.dr = &drIndex{any: len(v.Push.Configs(config.DestinationRule)) > 0, root: RootNamespace(v.Push)}
-		if v.dr.any {
-			v.dr.proxyNS = v.Push.ConfigsIn(config.DestinationRule, v.Proxy.Namespace)
-			v.dr.rootNS = v.Push.ConfigsIn(config.DestinationRule, v.dr.root)
+	ix := &v.dr
+	if !ix.ready {
+		ix.ready = true
+		ix.any, ix.root = len(v.Push.Configs(config.DestinationRule)) > 0, RootNamespace(v.Push)
+		if ix.any {
+			ix.proxyNS = v.Push.ConfigsIn(config.DestinationRule, v.Proxy.Namespace)
+			ix.rootNS = v.Push.ConfigsIn(config.DestinationRule, ix.root)
 		}
 	}
-	return v.dr
+	return ix
 }
 
 // Subset returns the subset of dr named name, or nil.

@@ -34,7 +34,7 @@ type View struct {
 	Services []*model.Service
 	sidecar  *networking.Sidecar
 	vs       *vsIndex
-	dr       *drIndex
+	dr       drIndex
 	domain   string // ClusterDomain, once asked
 }
 
