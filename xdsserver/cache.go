@@ -42,10 +42,6 @@ func baseEDSKey(pc *push.PushContext, p *gen.Proxy) edsKey {
 	return k
 }
 
-func newEDSKey(pc *push.PushContext, p *gen.Proxy, cluster string) edsKey {
-	return baseEDSKey(pc, p).forCluster(pc, cluster)
-}
-
 func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
 	k.cluster = cluster
 	if host := clusterHost(cluster); host != "" {
@@ -106,6 +102,11 @@ type edsCache struct {
 	lists map[edsListKey][]*encoded
 }
 
+// maxEDSLists bounds the whole-subscription lists kept per snapshot:
+// proxies whose keys all differ (unique labels, say) each hold a list,
+// and past this many they look their clusters up one by one.
+const maxEDSLists = 256
+
 // edsListKey is every input of a whole subscription's CLAs: the proxy's
 // part of the edsKey, the shared list (kept alive by the entry's key, so
 // its address is not reused while cached) and the endpoint index's
@@ -135,7 +136,9 @@ func (c *edsCache) putList(k edsListKey, res []*encoded) {
 	if c.lists == nil {
 		c.lists = map[edsListKey][]*encoded{}
 	}
-	c.lists[k] = res
+	if len(c.lists) < maxEDSLists {
+		c.lists[k] = res
+	}
 }
 
 // get returns the cached entry for k, dropping entries of older

@@ -1,7 +1,6 @@
 package xdsserver
 
 import (
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -46,10 +45,7 @@ func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
 	b := (*pooled)[:data.CopyTo(*pooled)]
 	*r = sotwRequest{buf: b, pooled: pooled}
 	str := func(v []byte) (string, error) {
-		if !utf8.Valid(v) {
-			return "", errors.New("string field contains invalid UTF-8")
-		}
-		return unsafe.String(unsafe.SliceData(v), len(v)), nil
+		return unsafe.String(unsafe.SliceData(v), len(v)), validUTF8(v)
 	}
 	namesFrom, namesTo := -1, -1
 	for off := 0; off < len(b); {
