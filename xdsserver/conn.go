@@ -65,9 +65,10 @@ type watch struct {
 	sentVer   string
 	sentHash  uint64 // LDS, CDS: of the whole set (setSum)
 	sentAt    time.Time
-	// held is what the proxy holds, shared with every other proxy that
-	// holds the same resources: sorted by name for EDS, RDS and Delta (the
-	// items of heldList), in generator order for SotW LDS and CDS.
+	// held is what the proxy holds, sorted by name (encode sorts every
+	// generation) and shared with every other proxy that holds the same
+	// resources: for EDS, RDS and Delta the items of heldList, for SotW
+	// LDS and CDS the generated (cached) set.
 	held     []*encoded
 	heldList *heldList
 	// rejected: per resource, the version the proxy NACKed (EDS, RDS,
@@ -251,8 +252,8 @@ func (c *conn) enqueue(req *push.Request, rec *pushRecord) {
 // onRequest tells an initial request, an ACK, a NACK and a stale
 // response apart and acts on each.
 func (c *conn) onRequest(r *sotwRequest, fixedType string) error {
-	// Strings of a SotW request point into its buffer (decodeRequest):
-	// whatever outlives the request is interned or cloned.
+	// The type URL is kept by the watch: interned (the resolver already
+	// did it for requests our codec decoded).
 	typeURL := unique.Make(r.GetTypeUrl()).Value()
 	if typeURL == "" {
 		typeURL = fixedType
