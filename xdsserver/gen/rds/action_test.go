@@ -96,6 +96,10 @@ spec:
 		},
 		"name":       func(h *networking.HTTPRoute) { h.Name = "n" },
 		"destheader": func(h *networking.HTTPRoute) { h.Route[0].Headers = &networking.Headers{} },
+		"weightheaders": func(h *networking.HTTPRoute) {
+			h.Route = []*networking.HTTPRouteDestination{dest("a", "", 0, 50), dest("b", "", 0, 50)}
+			h.Route[1].Headers = &networking.Headers{Response: &networking.Headers_HeaderOperations{Remove: []string{"x"}}}
+		},
 	}
 	same := map[string]bool{"nothing": true, "headers": true, "name": true, "destheader": true}
 	for _, proxyless := range []bool{false, true} {

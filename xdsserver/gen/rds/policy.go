@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -172,15 +173,41 @@ func directResponse(d *networking.HTTPDirectResponse) *routev3.DirectResponseAct
 	return out
 }
 
-// applyHeaders sets the route's request and response header operations.
-func applyHeaders(r *routev3.Route, h *networking.Headers) {
+// applyHeaders sets the route's request and response header operations:
+// those of h, the HTTP route's, then those of d, its destination's when
+// it routes to one cluster (either may be nil), as Istio appends them.
+func applyHeaders(r *routev3.Route, h, d *networking.Headers) {
+	if h == nil && d == nil {
+		return
+	}
+	r.RequestHeadersToAdd = concat(headerOps(h.GetRequest()), headerOps(d.GetRequest()))
+	r.RequestHeadersToRemove = concat(h.GetRequest().GetRemove(), d.GetRequest().GetRemove())
+	r.ResponseHeadersToAdd = concat(headerOps(h.GetResponse()), headerOps(d.GetResponse()))
+	r.ResponseHeadersToRemove = concat(h.GetResponse().GetRemove(), d.GetResponse().GetRemove())
+}
+
+// clusterHeaders sets the header operations of one of weighted clusters,
+// those of its destination (Istio's processWeightedDestination).
+func clusterHeaders(cw *routev3.WeightedCluster_ClusterWeight, h *networking.Headers) {
 	if h == nil {
 		return
 	}
-	r.RequestHeadersToAdd = headerOps(h.GetRequest())
-	r.RequestHeadersToRemove = h.GetRequest().GetRemove()
-	r.ResponseHeadersToAdd = headerOps(h.GetResponse())
-	r.ResponseHeadersToRemove = h.GetResponse().GetRemove()
+	cw.RequestHeadersToAdd = headerOps(h.GetRequest())
+	cw.RequestHeadersToRemove = h.GetRequest().GetRemove()
+	cw.ResponseHeadersToAdd = headerOps(h.GetResponse())
+	cw.ResponseHeadersToRemove = h.GetResponse().GetRemove()
+}
+
+// concat is a followed by b: a or b itself when the other is empty, else
+// a new slice, so neither is altered (b may belong to the config).
+func concat[T any](a, b []T) []T {
+	switch {
+	case len(b) == 0:
+		return a
+	case len(a) == 0:
+		return b
+	}
+	return slices.Concat(a, b)
 }
 
 // headerOps translates header operations: set, then add, each sorted by

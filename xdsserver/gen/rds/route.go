@@ -206,7 +206,14 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int, m *netw
 		r.Name = unnamedRoute(i)
 	}
 	if !b.proxyless {
-		applyHeaders(r, hr.GetHeaders())
+		// A forwarding route to one cluster also takes its destination's
+		// header operations, after its own (Istio's processDestination);
+		// weighted clusters carry theirs (action). grpc-go ignores both.
+		var dh *networking.Headers
+		if r.GetRoute() != nil {
+			dh = singleLive(hr).GetHeaders()
+		}
+		applyHeaders(r, hr.GetHeaders(), dh)
 	}
 	return r
 }
@@ -243,6 +250,11 @@ func sameAction(a, b *networking.HTTPRoute) bool {
 		y := bd[i]
 		xd, yd := x.GetDestination(), y.GetDestination()
 		if x.GetWeight() != y.GetWeight() || xd.GetHost() != yd.GetHost() || xd.GetSubset() != yd.GetSubset() || xd.GetPort().GetNumber() != yd.GetPort().GetNumber() {
+			return false
+		}
+		// Weighted clusters carry their destinations' header operations
+		// (one cluster's go on the route instead).
+		if len(ad) > 1 && !sameMessage(x.GetHeaders(), y.GetHeaders()) {
 			return false
 		}
 	}
@@ -308,31 +320,27 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 // action fills ra, the forwarding part of a route; cl is its cluster
 // specifier when there is one destination.
 func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_Cluster, ns string, hr *networking.HTTPRoute) {
-	// A single destination is live whatever its weight; of several, those
-	// with a weight.
-	live := hr.GetRoute()
-	if len(live) > 1 {
-		live = nil
-		for _, d := range hr.GetRoute() {
-			if d.GetWeight() > 0 {
-				live = append(live, d)
-			}
-		}
-	}
-	if len(live) == 1 {
-		d := live[0].GetDestination()
+	if one := singleLive(hr); one != nil {
+		d := one.GetDestination()
 		host, svc, port := b.dest(ns, d)
 		cl.Cluster = gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
 		ra.ClusterSpecifier = cl
 		ra.HashPolicy = b.hashPolicy(svc, port, d.GetSubset())
 	} else {
-		wc := &routev3.WeightedCluster{Clusters: make([]*routev3.WeightedCluster_ClusterWeight, 0, len(live))}
-		for j, d := range live {
+		wc := &routev3.WeightedCluster{Clusters: make([]*routev3.WeightedCluster_ClusterWeight, 0, len(hr.GetRoute()))}
+		for _, d := range hr.GetRoute() {
+			if d.GetWeight() <= 0 {
+				continue
+			}
 			host, svc, port := b.dest(ns, d.GetDestination())
-			wc.Clusters = append(wc.Clusters, &routev3.WeightedCluster_ClusterWeight{Name: gen.ClusterName(gen.Outbound, port, d.GetDestination().GetSubset(), host), Weight: gen.U32(uint32(d.GetWeight()))})
-			if j == 0 {
+			cw := &routev3.WeightedCluster_ClusterWeight{Name: gen.ClusterName(gen.Outbound, port, d.GetDestination().GetSubset(), host), Weight: gen.U32(uint32(d.GetWeight()))}
+			if !b.proxyless {
+				clusterHeaders(cw, d.GetHeaders())
+			}
+			if len(wc.Clusters) == 0 {
 				ra.HashPolicy = b.hashPolicy(svc, port, d.GetDestination().GetSubset())
 			}
+			wc.Clusters = append(wc.Clusters, cw)
 		}
 		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
@@ -364,6 +372,27 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: a}
 		}
 	}
+}
+
+// singleLive is the destination of a forwarding HTTP route that routes to
+// one cluster, nil if it splits traffic: a single destination is live
+// whatever its weight; of several, those with a weight, and one of them
+// alone gets all the traffic.
+func singleLive(hr *networking.HTTPRoute) *networking.HTTPRouteDestination {
+	ds := hr.GetRoute()
+	if len(ds) == 1 {
+		return ds[0]
+	}
+	var one *networking.HTTPRouteDestination
+	for _, d := range ds {
+		if d.GetWeight() > 0 {
+			if one != nil {
+				return nil
+			}
+			one = d
+		}
+	}
+	return one
 }
 
 func mirrors(hr *networking.HTTPRoute) []*networking.HTTPMirrorPolicy {
