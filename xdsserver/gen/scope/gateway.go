@@ -115,10 +115,13 @@ func ServerHostMatch(serverHost, gwNS, vsNS, vsHost string) bool {
 }
 
 // FQDN expands a short host of a config in namespace ns as Istio does:
-// "reviews" is "reviews.ns.svc.DOMAIN"; names with dots and wildcards are
-// kept.
+// "reviews" is "reviews.ns.svc.DOMAIN"; names with dots, wildcards and
+// IP addresses are kept. A host with a colon is taken for an IPv6
+// address (DNS names have none), bracketed or with a zone too, where
+// Istio's ResolveShortnameToFQDN, parsing, would expand those two into
+// names that match nothing either.
 func (v *View) FQDN(host, ns string) string {
-	if host == "" || strings.IndexByte(host, '.') >= 0 || strings.IndexByte(host, '*') >= 0 {
+	if host == "" || strings.IndexAny(host, ".*:") >= 0 {
 		return host
 	}
 	return host + "." + ns + ".svc." + v.ClusterDomain()
