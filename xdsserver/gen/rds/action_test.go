@@ -94,6 +94,12 @@ spec:
 		"headers": func(h *networking.HTTPRoute) {
 			h.Headers = &networking.Headers{Request: &networking.Headers_HeaderOperations{Set: map[string]string{"a": "b"}}}
 		},
+		"authority": func(h *networking.HTTPRoute) {
+			h.Headers = &networking.Headers{Request: &networking.Headers_HeaderOperations{Set: map[string]string{":authority": "x"}}}
+		},
+		"destauthority": func(h *networking.HTTPRoute) {
+			h.Route[0].Headers = &networking.Headers{Request: &networking.Headers_HeaderOperations{Add: map[string]string{"Host": "x"}}}
+		},
 		"name":       func(h *networking.HTTPRoute) { h.Name = "n" },
 		"destheader": func(h *networking.HTTPRoute) { h.Route[0].Headers = &networking.Headers{} },
 		"weightheaders": func(h *networking.HTTPRoute) {

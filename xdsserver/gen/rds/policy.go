@@ -1,7 +1,6 @@
 package rds
 
 import (
-	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -171,83 +170,6 @@ func directResponse(d *networking.HTTPDirectResponse) *routev3.DirectResponseAct
 		out.Body = &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b.Bytes}}
 	}
 	return out
-}
-
-// applyHeaders sets the route's request and response header operations:
-// those of h, the HTTP route's, then those of d, its destination's when
-// it routes to one cluster (either may be nil), as Istio appends them.
-func applyHeaders(r *routev3.Route, h, d *networking.Headers) {
-	if h == nil && d == nil {
-		return
-	}
-	r.RequestHeadersToAdd = concat(headerOps(h.GetRequest()), headerOps(d.GetRequest()))
-	r.RequestHeadersToRemove = concat(h.GetRequest().GetRemove(), d.GetRequest().GetRemove())
-	r.ResponseHeadersToAdd = concat(headerOps(h.GetResponse()), headerOps(d.GetResponse()))
-	r.ResponseHeadersToRemove = concat(h.GetResponse().GetRemove(), d.GetResponse().GetRemove())
-}
-
-// clusterHeaders sets the header operations of one of weighted clusters,
-// those of its destination (Istio's processWeightedDestination).
-func clusterHeaders(cw *routev3.WeightedCluster_ClusterWeight, h *networking.Headers) {
-	if h == nil {
-		return
-	}
-	cw.RequestHeadersToAdd = headerOps(h.GetRequest())
-	cw.RequestHeadersToRemove = h.GetRequest().GetRemove()
-	cw.ResponseHeadersToAdd = headerOps(h.GetResponse())
-	cw.ResponseHeadersToRemove = h.GetResponse().GetRemove()
-}
-
-// concat is a followed by b: a or b itself when the other is empty, else
-// a new slice, so neither is altered (b may belong to the config).
-func concat[T any](a, b []T) []T {
-	switch {
-	case len(b) == 0:
-		return a
-	case len(a) == 0:
-		return b
-	}
-	return slices.Concat(a, b)
-}
-
-// headerOps translates header operations: set, then add, each sorted by
-// name. The options and their headers are allocated as one array, and
-// with the list when there is one (Knative sets one header per route).
-func headerOps(ops *networking.Headers_HeaderOperations) []*corev3.HeaderValueOption {
-	n := len(ops.GetSet()) + len(ops.GetAdd())
-	var blocks []headerOption
-	var out []*corev3.HeaderValueOption
-	switch n {
-	case 0:
-		return nil
-	case 1:
-		one := &struct {
-			b [1]headerOption
-			p [1]*corev3.HeaderValueOption
-		}{}
-		blocks, out = one.b[:], one.p[:0]
-	default:
-		blocks, out = make([]headerOption, n), make([]*corev3.HeaderValueOption, 0, n)
-	}
-	add := func(k, v string, a corev3.HeaderValueOption_HeaderAppendAction) {
-		b := &blocks[len(out)]
-		b.h.Key, b.h.Value = k, v
-		b.o.Header, b.o.AppendAction = &b.h, a
-		out = append(out, &b.o)
-	}
-	for k, v := range sorted(ops.GetSet()) {
-		add(k, v, corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD)
-	}
-	for k, v := range sorted(ops.GetAdd()) {
-		add(k, v, corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD)
-	}
-	return out
-}
-
-// headerOption is a header operation with its header.
-type headerOption struct {
-	o corev3.HeaderValueOption
-	h corev3.HeaderValue
 }
 
 // hashPolicy is the route hash policy a DestinationRule's consistent

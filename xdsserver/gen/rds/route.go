@@ -254,7 +254,9 @@ func sameAction(a, b *networking.HTTPRoute) bool {
 		}
 		// Weighted clusters carry their destinations' header operations
 		// (one cluster's go on the route instead).
-		if len(ad) > 1 && !sameMessage(x.GetHeaders(), y.GetHeaders()) {
+		// One cluster's request authority is a host rewrite (hostRewrite).
+		if len(ad) > 1 && !sameMessage(x.GetHeaders(), y.GetHeaders()) ||
+			len(ad) == 1 && authority(x.GetHeaders().GetRequest()) != authority(y.GetHeaders().GetRequest()) {
 			return false
 		}
 	}
@@ -269,6 +271,9 @@ func sameAction(a, b *networking.HTTPRoute) bool {
 		if !sameMessage(x, b.GetMirrors()[i]) {
 			return false
 		}
+	}
+	if authority(a.GetHeaders().GetRequest()) != authority(b.GetHeaders().GetRequest()) {
+		return false
 	}
 	return sameMessage(a.GetRetries(), b.GetRetries()) && sameMessage(a.GetMirror(), b.GetMirror()) &&
 		sameMessage(a.GetMirrorPercentage(), b.GetMirrorPercentage()) && sameMessage(a.GetRewrite(), b.GetRewrite())
@@ -320,7 +325,8 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 // action fills ra, the forwarding part of a route; cl is its cluster
 // specifier when there is one destination.
 func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_Cluster, ns string, hr *networking.HTTPRoute) {
-	if one := singleLive(hr); one != nil {
+	one := singleLive(hr)
+	if one != nil {
 		d := one.GetDestination()
 		host, svc, port := b.dest(ns, d)
 		cl.Cluster = gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
@@ -369,6 +375,14 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 			ra.RegexRewrite = &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: rr.GetMatch()}, Substitution: rr.GetRewrite()}
 		}
 		if a := rw.GetAuthority(); a != "" {
+			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: a}
+		}
+	}
+	// A request :authority or host in the header operations rewrites the
+	// host unless the rewrite does (Istio); grpc-go gets no header
+	// operations.
+	if ra.HostRewriteSpecifier == nil && !b.proxyless {
+		if a := hostRewrite(hr, one); a != "" {
 			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: a}
 		}
 	}
