@@ -5,6 +5,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
@@ -34,6 +35,7 @@ const (
 var (
 	sharedRouter        = &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{})}}
 	sharedFault         = &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
+	sharedCORS          = &hcmv3.HttpFilter{Name: rds.CORSFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&corsv3.Cors{})}}
 	sharedTLSInspector  = &listenerv3.ListenerFilter{Name: tlsInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&tlsinspectorv3.TlsInspector{})}}
 	sharedHTTPInspector = &listenerv3.ListenerFilter{Name: httpInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&httpinspectorv3.HttpInspector{})}}
 	sharedOriginalDst   = &listenerv3.ListenerFilter{Name: originalDstName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&originaldstv3.OriginalDst{})}}
@@ -41,8 +43,10 @@ var (
 	// which are marshalled into their Any at once.
 	sharedADS = gen.ADS()
 	// sidecarHTTPFilters are Istio's HTTP filters of an outbound or
-	// gateway connection manager: fault injection, then the router.
-	sidecarHTTPFilters = []*hcmv3.HttpFilter{sharedFault, sharedRouter}
+	// gateway connection manager: fault injection and CORS, whose
+	// per-route configs routes may carry, then the router. Istio adds
+	// both whether or not a route uses them.
+	sidecarHTTPFilters = []*hcmv3.HttpFilter{sharedFault, sharedCORS, sharedRouter}
 )
 
 func routerFilter() *hcmv3.HttpFilter { return sharedRouter }
@@ -50,7 +54,8 @@ func routerFilter() *hcmv3.HttpFilter { return sharedRouter }
 func faultFilter() *hcmv3.HttpFilter { return sharedFault }
 
 // hcmRDS is an HTTP connection manager fetching route config name over
-// ADS, with Istio's sidecar filters: fault injection, then the router.
+// ADS, with Istio's sidecar filters: fault injection, CORS, then the
+// router.
 func hcmRDS(statPrefix, routeName string, filters ...*hcmv3.HttpFilter) *hcmv3.HttpConnectionManager {
 	if filters == nil {
 		filters = sidecarHTTPFilters

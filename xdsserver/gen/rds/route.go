@@ -201,6 +201,14 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int, m *netw
 			r.TypedPerFilterConfig = map[string]*anypb.Any{FaultFilterName: gen.MustAny(fault(f))}
 		}
 	}
+	if c := hr.GetCorsPolicy(); c != nil && !b.proxyless {
+		// On every kind of route, as Istio; grpc-go would reject the
+		// config of a filter it does not know.
+		if r.TypedPerFilterConfig == nil {
+			r.TypedPerFilterConfig = make(map[string]*anypb.Any, 1)
+		}
+		r.TypedPerFilterConfig[CORSFilterName] = gen.MustAny(corsPolicy(c))
+	}
 	r.Name = hr.GetName()
 	if r.Name == "" {
 		r.Name = unnamedRoute(i)
