@@ -1,6 +1,7 @@
 package cds
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -70,11 +71,19 @@ func dnsAssignment(v *scope.View, svc *model.Service, p model.Port, labels map[s
 		}}}}
 	}
 	if single {
-		first := cla.Endpoints[0]
+		// The first locality that kept an endpoint: distribute empties
+		// the localities it does not name.
+		i := max(0, slices.IndexFunc(cla.Endpoints, func(l *endpointv3.LocalityLbEndpoints) bool { return len(l.LbEndpoints) > 0 }))
+		first := cla.Endpoints[i]
+		if len(first.LbEndpoints) == 0 {
+			first.LbEndpoints = []*endpointv3.LbEndpoint{{
+				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: gen.SocketAddress(svc.Hostname, p.Number)}},
+			}}
+		}
 		first.LbEndpoints = first.LbEndpoints[:1]
 		first.Priority = 0
 		first.LoadBalancingWeight = nil
-		cla.Endpoints = cla.Endpoints[:1]
+		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{first}
 	}
 	return cla
 }

@@ -23,6 +23,7 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 	if od := policy.GetOutlierDetection(); od != nil {
 		applyOutlier(c, od)
 	}
+	applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
 	if cb := circuitBreakers(policy.GetConnectionPool()); cb != nil {
 		c.CircuitBreakers = cb
 	}
@@ -109,6 +110,24 @@ func applyOutlier(c *clusterv3.Cluster, o *networking.OutlierDetection) {
 	c.OutlierDetection = od
 	if n := o.GetMinHealthPercent(); n > 0 {
 		c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: float64(n)}}
+	}
+}
+
+// applyLocalityWeighted turns on Envoy's locality weighted load
+// balancing, without which Envoy ignores the locality weights EDS sends,
+// when istiod's applyLocalityLoadBalancer does: the setting distributes,
+// or it has failover or failoverPriority rules and the cluster has
+// outlier detection. Call it after applyOutlier.
+func applyLocalityWeighted(c *clusterv3.Cluster, lb *networking.LocalityLoadBalancerSetting) {
+	failover := c.OutlierDetection != nil && (lb.GetFailover() != nil || lb.GetFailoverPriority() != nil)
+	if lb.GetDistribute() == nil && !failover {
+		return
+	}
+	if c.CommonLbConfig == nil {
+		c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{}
+	}
+	c.CommonLbConfig.LocalityConfigSpecifier = &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
+		LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
 	}
 }
 

@@ -2,7 +2,9 @@
 // "outbound|PORT|SUBSET|HOST" clusters a proxy asks for: the service's
 // endpoints on that port, narrowed to the subset's labels, grouped by
 // locality, with weights and health, and with locality priorities for
-// failover when the DestinationRule configures outlier detection.
+// failover when the DestinationRule configures outlier detection, and
+// the locality load balancing settings (distribute, failover,
+// failoverPriority) of the DestinationRule or the mesh config.
 //
 // LoadAssignment is also what CDS inlines into DNS clusters. It imports
 // core and xdsserver/gen only.
@@ -87,16 +89,15 @@ func allClusters(v *scope.View) []string {
 // svc on port p whose labels match subset. Endpoints are grouped per
 // locality ("region/zone/subzone") in order of first appearance (the
 // index sorts by address); each locality's weight is the sum of its
-// endpoints' weights. When policy has outlier detection and the proxy's
-// locality is known, localities get Istio's failover priorities: 0 same
-// region, zone and subzone; 1 same zone; 2 same region; 3 elsewhere.
-// Endpoints whose address is not an IP (only DNS clusters have those) are
-// kept as hostnames.
+// endpoints' weights. The locality load balancing setting (the
+// DestinationRule's, else the mesh config's) then applies as istiod
+// applies it (see applyLocalityLB): distribute weights, or, when policy
+// has outlier detection, failover priorities. Endpoints whose address is
+// not an IP (only DNS clusters have those) are kept as hostnames.
 func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[string]string, name string, policy *networking.TrafficPolicy) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
-	failover := policy.GetOutlierDetection() != nil && v.Proxy.Locality != nil &&
-		(v.Proxy.Locality.GetRegion() != "" || v.Proxy.Locality.GetZone() != "")
-	byLocality := map[string]*endpointv3.LocalityLbEndpoints{}
+	byLocality := map[string]int{}
+	var groups []group
 	for _, ep := range v.Push.Endpoints.Endpoints(svc.Key()) {
 		if ep.ServicePortName != p.Name || !scope.LabelsMatch(subset, ep.Labels) {
 			continue
@@ -106,49 +107,33 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 				continue // EDS needs IPs
 			}
 		}
-		loc := byLocality[ep.Locality]
-		if loc == nil {
-			loc = &endpointv3.LocalityLbEndpoints{Locality: ParseLocality(ep.Locality)}
-			if failover {
-				loc.Priority = priority(v.Proxy.Locality, loc.Locality)
-			}
-			byLocality[ep.Locality] = loc
+		i, ok := byLocality[ep.Locality]
+		if !ok {
+			i = len(groups)
+			loc := &endpointv3.LocalityLbEndpoints{Locality: ParseLocality(ep.Locality), LoadBalancingWeight: gen.U32(0)}
+			byLocality[ep.Locality] = i
+			groups = append(groups, group{loc: loc.Locality, llb: loc})
 			cla.Endpoints = append(cla.Endpoints, loc)
 		}
-		loc.LbEndpoints = append(loc.LbEndpoints, lbEndpoint(ep))
+		g := &groups[i]
+		g.eps = append(g.eps, ep)
+		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbEndpoint(ep))
 		w := ep.Weight
 		if w == 0 {
 			w = 1
 		}
-		if loc.LoadBalancingWeight == nil {
-			loc.LoadBalancingWeight = gen.U32(0)
-		}
-		loc.LoadBalancingWeight.Value += w
+		g.llb.LoadBalancingWeight.Value += w
 	}
-	if failover {
-		compactPriorities(cla.Endpoints)
+	if len(cla.Endpoints) == 0 {
+		return cla
+	}
+	if setting := scope.LocalityLbSetting(v.Push, policy); setting != nil {
+		if svc.Resolution != model.ClientSideLB {
+			groups = nil // istiod's CDS applies no failoverPriority to DNS clusters
+		}
+		applyLocalityLB(cla, groups, v.Proxy.Locality, withTopology(v.Proxy.Labels, v.Proxy.Locality), setting, policy.GetOutlierDetection() != nil)
 	}
 	return cla
-}
-
-// compactPriorities renumbers priorities 0..n-1 without gaps, which Envoy
-// requires.
-func compactPriorities(locs []*endpointv3.LocalityLbEndpoints) {
-	var used [4]bool
-	for _, l := range locs {
-		used[l.Priority] = true
-	}
-	var remap [4]uint32
-	next := uint32(0)
-	for i, u := range used {
-		if u {
-			remap[i] = next
-			next++
-		}
-	}
-	for _, l := range locs {
-		l.Priority = remap[l.Priority]
-	}
 }
 
 func lbEndpoint(ep *model.Endpoint) *endpointv3.LbEndpoint {
@@ -185,16 +170,4 @@ func ParseLocality(s string) *corev3.Locality {
 		l.SubZone = parts[2]
 	}
 	return l
-}
-
-func priority(proxy, ep *corev3.Locality) uint32 {
-	switch {
-	case ep == nil || proxy.GetRegion() != ep.GetRegion():
-		return 3
-	case proxy.GetZone() != ep.GetZone():
-		return 2
-	case proxy.GetSubZone() != ep.GetSubZone():
-		return 1
-	}
-	return 0
 }
