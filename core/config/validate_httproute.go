@@ -25,21 +25,42 @@ var retryOnPolicies = map[string]bool{
 	"cancelled": true, "deadline-exceeded": true, "internal": true, "resource-exhausted": true, "unavailable": true,
 }
 
+// checkHeaderOps checks header operations as Istio does: a request's set
+// and add may name the authority (":authority" or "host", which become a
+// host rewrite); no other operation may name it or another ":" pseudo
+// header.
 func checkHeaderOps(errs *Errors, f string, h *networking.Headers) {
 	for _, op := range []struct {
-		name string
-		ops  *networking.Headers_HeaderOperations
-	}{{"request", h.GetRequest()}, {"response", h.GetResponse()}} {
+		name      string
+		ops       *networking.Headers_HeaderOperations
+		authority bool
+	}{{"request", h.GetRequest(), true}, {"response", h.GetResponse(), false}} {
 		of := f + "." + op.name
 		for name := range op.ops.GetSet() {
-			checkHeaderName(errs, mapKey(of+".set", name), name)
+			checkHeaderOpName(errs, mapKey(of+".set", name), name, op.authority)
 		}
 		for name := range op.ops.GetAdd() {
-			checkHeaderName(errs, mapKey(of+".add", name), name)
+			checkHeaderOpName(errs, mapKey(of+".add", name), name, op.authority)
 		}
 		for i, name := range op.ops.GetRemove() {
-			checkHeaderName(errs, idx(of+".remove", i), name)
+			checkHeaderOpName(errs, idx(of+".remove", i), name, false)
 		}
+	}
+}
+
+func checkHeaderOpName(errs *Errors, field, name string, authority bool) {
+	switch {
+	case authority && (name == ":authority" || strings.EqualFold(name, "host")):
+	case strings.EqualFold(name, "host"):
+		errs.Add(field, "the Host header can only be set or added on requests (as a host rewrite)")
+	case strings.HasPrefix(name, ":"):
+		if authority {
+			errs.Add(field, "header %q: only :authority of the \":\" pseudo headers can be set", name)
+		} else {
+			errs.Add(field, "header %q: a header operation cannot name a \":\" pseudo header", name)
+		}
+	default:
+		checkHeaderName(errs, field, name)
 	}
 }
 
