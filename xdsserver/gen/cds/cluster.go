@@ -1,7 +1,6 @@
 package cds
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -9,8 +8,10 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/model"
@@ -64,6 +65,9 @@ func eds0(c *clusterv3.Cluster) *clusterv3.Cluster {
 // endpoint addresses, or the hostname itself when it has none (Istio's
 // ServiceEntry without endpoints). LOGICAL_DNS takes exactly one.
 func dnsAssignment(v *scope.View, svc *model.Service, p model.Port, labels map[string]string, name string, policy *networking.TrafficPolicy, single bool) *endpointv3.ClusterLoadAssignment {
+	if single {
+		policy = withoutLocalityLB(policy)
+	}
 	cla := eds.LoadAssignment(v, svc, p, labels, name, policy)
 	if len(cla.Endpoints) == 0 {
 		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
@@ -71,19 +75,11 @@ func dnsAssignment(v *scope.View, svc *model.Service, p model.Port, labels map[s
 		}}}}
 	}
 	if single {
-		// The first locality that kept an endpoint: distribute empties
-		// the localities it does not name.
-		i := max(0, slices.IndexFunc(cla.Endpoints, func(l *endpointv3.LocalityLbEndpoints) bool { return len(l.LbEndpoints) > 0 }))
-		first := cla.Endpoints[i]
-		if len(first.LbEndpoints) == 0 {
-			first.LbEndpoints = []*endpointv3.LbEndpoint{{
-				HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: gen.SocketAddress(svc.Hostname, p.Number)}},
-			}}
-		}
+		first := cla.Endpoints[0]
 		first.LbEndpoints = first.LbEndpoints[:1]
 		first.Priority = 0
 		first.LoadBalancingWeight = nil
-		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{first}
+		cla.Endpoints = cla.Endpoints[:1]
 	}
 	return cla
 }
@@ -122,4 +118,20 @@ func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxyless b
 		}}
 	}
 	return map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(opts)}
+}
+
+// withoutLocalityLB is policy with locality load balancing turned off.
+// A LOGICAL_DNS cluster keeps one endpoint, whose locality weight and
+// priority Envoy does not use; distribute could only empty its locality
+// (istiod does, and Envoy then rejects the cluster).
+func withoutLocalityLB(policy *networking.TrafficPolicy) *networking.TrafficPolicy {
+	out := &networking.TrafficPolicy{}
+	if policy != nil {
+		out = proto.Clone(policy).(*networking.TrafficPolicy)
+	}
+	if out.LoadBalancer == nil {
+		out.LoadBalancer = &networking.LoadBalancerSettings{}
+	}
+	out.LoadBalancer.LocalityLbSetting = &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(false)}
+	return out
 }
