@@ -27,7 +27,8 @@ import (
 // services without an address share one listener by SNI: so does istiod,
 // whose second match-all TCP chain on a listener conflicts with the
 // first and is dropped (mergeTCPFilterChains). Listeners are sorted by
-// name.
+// name. Under a Sidecar, a service port has a listener only when the
+// egress listener of that port imports the service (View.ListenerImports).
 func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	byName := map[string]*listenerv3.Listener{}
 	sni := map[string][]string{} // listener name -> server names used
@@ -59,6 +60,9 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 			bind = "0.0.0.0"
 		}
 		for _, p := range svc.Ports {
+			if !v.ListenerImports(svc, p.Number) {
+				continue // imported by another port's egress listener only
+			}
 			switch scope.ListenerProtocol(p) {
 			case scope.ListenHTTP:
 				if l, fresh := newListener("0.0.0.0", p.Number); fresh {

@@ -33,9 +33,11 @@ type View struct {
 	// in a view from NewRouter).
 	Services []*model.Service
 	sidecar  *networking.Sidecar
-	vs       *vsIndex
-	dr       drIndex
-	domain   string // ClusterDomain, once asked
+	// egressPorts is set when an egress listener of sidecar has a port.
+	egressPorts bool
+	vs          *vsIndex
+	dr          drIndex
+	domain      string // ClusterDomain, once asked
 }
 
 // vsIndex holds the visible VirtualServices bound to "mesh" (sidecars
@@ -52,6 +54,7 @@ func New(pc *push.PushContext, proxy *gen.Proxy) *View {
 	v := &View{Push: pc, Proxy: proxy}
 	if proxy.Type == gen.SidecarProxy {
 		v.sidecar = SidecarFor(pc, proxy)
+		v.egressPorts = slices.ContainsFunc(v.sidecar.GetEgress(), func(e *networking.IstioEgressListener) bool { return e.GetPort() != nil })
 	}
 	all := pc.Services()
 	v.Services = make([]*model.Service, 0, len(all))
@@ -101,20 +104,65 @@ func (v *View) ServiceVisible(s *model.Service) bool {
 
 func (v *View) egressAllows(ns, host string) bool {
 	for _, eg := range v.sidecar.GetEgress() {
-		for _, h := range eg.GetHosts() {
-			hns, hh, ok := strings.Cut(h, "/")
-			if !ok {
-				continue
+		if hostsAllow(eg.GetHosts(), v.Proxy.Namespace, ns, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// ListenerImports reports whether the proxy's outbound listener on port
+// imports s, one of v.Services: under a Sidecar with egress listeners
+// bound to ports, s must be named by the hosts of the egress listener
+// that port uses (EgressFor). A service imported by another port's
+// egress listener only still has its clusters, as in istiod, whose
+// SidecarScope services are the union of its egress listeners'.
+func (v *View) ListenerImports(s *model.Service, port uint32) bool {
+	if !v.egressPorts {
+		return true // one catch-all: v.Services are what it imports
+	}
+	eg := EgressFor(v.sidecar, port)
+	return eg != nil && hostsAllow(eg.GetHosts(), v.Proxy.Namespace, s.Namespace, s.Hostname)
+}
+
+// EgressFor returns the egress listener of sc that serves port: the
+// first whose port number is port, else the first without a port (the
+// catch-all), else nil; as istiod's SidecarScope.GetEgressListenerForRDS
+// (istio/istio pilot/pkg/model/sidecar.go), which both its outbound
+// listeners and their route configs go by. Unix-socket egress listeners
+// (port 0, bind "unix://") and bind/captureMode are not supported.
+func EgressFor(sc *networking.Sidecar, port uint32) *networking.IstioEgressListener {
+	var catchAll *networking.IstioEgressListener
+	for _, eg := range sc.GetEgress() {
+		switch n := eg.GetPort().GetNumber(); {
+		case eg.GetPort() == nil:
+			if catchAll == nil {
+				catchAll = eg
 			}
-			switch hns {
-			case "~":
-				continue
-			case ".":
-				hns = v.Proxy.Namespace
-			}
-			if (hns == "*" || hns == ns) && HostMatch(hh, host) {
-				return true
-			}
+		case n == port && n != 0:
+			return eg
+		}
+	}
+	return catchAll
+}
+
+// hostsAllow reports whether an egress listener's hosts ("ns/host",
+// "./host", "*/host", "~/host") import host of namespace ns for a proxy
+// in proxyNS.
+func hostsAllow(hosts []string, proxyNS, ns, host string) bool {
+	for _, h := range hosts {
+		hns, hh, ok := strings.Cut(h, "/")
+		if !ok {
+			continue
+		}
+		switch hns {
+		case "~":
+			continue
+		case ".":
+			hns = proxyNS
+		}
+		if (hns == "*" || hns == ns) && HostMatch(hh, host) {
+			return true
 		}
 	}
 	return false
