@@ -46,7 +46,9 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 		b.add(passthrough(), blackhole(), inboundPassthrough())
 		if in.Proxy.Type == gen.SidecarProxy {
 			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
-				b.add(inboundCluster(inst, v))
+				if c := inboundCluster(inst, v); c != nil {
+					b.add(c)
+				}
 			}
 		}
 	}

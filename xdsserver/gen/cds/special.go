@@ -1,10 +1,15 @@
 package cds
 
 import (
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
@@ -44,11 +49,64 @@ func inboundPassthrough() *clusterv3.Cluster {
 
 // inboundCluster is "inbound|PORT||": an ORIGINAL_DST cluster to the
 // local application, bound to 127.0.0.6 as Istio does, with HTTP/2 for
-// HTTP2 and gRPC ports.
+// HTTP2 and gRPC ports. For a Sidecar ingress listener with a
+// defaultEndpoint it is a STATIC cluster with that one endpoint, not
+// bound when the endpoint is loopback (iptables leaves loopback alone),
+// as istiod's buildInboundClustersFromSidecar and buildInboundCluster
+// (istio/istio pilot/pkg/networking/core/cluster.go, cluster_builder.go).
+// A defaultEndpoint that does not parse gives no cluster (nil), as there.
 func inboundCluster(inst scope.Instance, v *scope.View) *clusterv3.Cluster {
 	c := passthrough()
 	c.Name = gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")
 	c.UpstreamBindConfig = bindLocal()
 	c.TypedExtensionProtocolOptions = protocolOptions(inst.Port, nil, v.Proxy.Proxyless)
+	if inst.Endpoint == "" {
+		return c
+	}
+	addr, loopback, ok := ingressEndpoint(inst.Endpoint, v.Proxy.IPs)
+	if !ok {
+		return nil
+	}
+	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC}
+	c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	if loopback {
+		c.UpstreamBindConfig = nil
+	}
+	c.LoadAssignment = &endpointv3.ClusterLoadAssignment{ClusterName: c.Name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+		LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}}}},
+	}}}
 	return c
+}
+
+// ingressEndpoint is the address of a Sidecar ingress defaultEndpoint:
+// "unix:///path" a pipe; "127.0.0.1:P" and "[::1]:P" loopback;
+// "0.0.0.0:P" ("[::]:P") the proxy's first IPv4 (IPv6) address, else
+// loopback, as istiod resolves them.
+func ingressEndpoint(ep string, ips []string) (addr *corev3.Address, loopback, ok bool) {
+	if path, isUnix := strings.CutPrefix(ep, "unix://"); isUnix {
+		return &corev3.Address{Address: &corev3.Address_Pipe{Pipe: &corev3.Pipe{Path: path}}}, true, path != ""
+	}
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		return nil, false, false
+	}
+	n, err := strconv.ParseUint(port, 10, 32)
+	if err != nil {
+		return nil, false, false
+	}
+	pick := func(v4 bool, fallback string) string {
+		for _, ip := range ips {
+			if a, err := netip.ParseAddr(ip); err == nil && a.Is4() == v4 {
+				return ip
+			}
+		}
+		return fallback
+	}
+	switch host {
+	case "0.0.0.0":
+		host = pick(true, "127.0.0.1")
+	case "::":
+		host = pick(false, "::1")
+	}
+	return gen.SocketAddress(host, uint32(n)), host == "127.0.0.1" || host == "::1", true
 }

@@ -17,14 +17,26 @@ type Instance struct {
 	Port    model.Port
 	// TargetPort is the port the workload listens on.
 	TargetPort uint32
+	// Endpoint is a Sidecar ingress listener's defaultEndpoint
+	// ("127.0.0.1:8080", "unix:///path"); empty for an instance of a
+	// service, whose traffic goes to its original destination. Service
+	// is nil for a Sidecar ingress listener.
+	Endpoint string
 }
 
-// Inbound returns the service ports the proxy serves: every port of a
-// service with an endpoint at one of the proxy's IPs (its target port
-// from that endpoint), or whose workload selector matches the proxy's
-// labels (in the proxy's namespace). One Instance per target port, the
-// first service (in snapshot order) winning, sorted by target port.
+// Inbound returns the ports the proxy serves. A sidecar whose Sidecar
+// has ingress listeners serves those and nothing else (see
+// sidecarIngress). Otherwise: every port of a service with an endpoint
+// at one of the proxy's IPs (its target port from that endpoint), or
+// whose workload selector matches the proxy's labels (in the proxy's
+// namespace). One Instance per target port, the first service (in
+// snapshot order) winning, sorted by target port.
 func Inbound(pc *push.PushContext, proxy *gen.Proxy) []Instance {
+	if proxy.Type == gen.SidecarProxy {
+		if sc := SidecarFor(pc, proxy); len(sc.GetIngress()) > 0 {
+			return sidecarIngress(sc)
+		}
+	}
 	var out []Instance
 	seen := map[uint32]bool{}
 	add := func(s *model.Service, p model.Port, target uint32) {
@@ -60,6 +72,30 @@ func Inbound(pc *push.PushContext, proxy *gen.Proxy) []Instance {
 				add(s, p, ep.Port)
 			}
 		}
+	}
+	slices.SortFunc(out, func(a, b Instance) int { return int(a.TargetPort) - int(b.TargetPort) })
+	return out
+}
+
+// sidecarIngress is one Instance per ingress listener of sc, in its
+// order, a port named twice kept once (the first). As istiod with
+// PILOT_SIDECAR_SERVICE_INBOUND_LISTENER_MERGE off (its default), they
+// replace the service instances entirely: a port the workload's services
+// name but the Sidecar does not is passed through (istio/istio
+// pilot/pkg/networking/core/listener_inbound.go buildInboundChainConfigs,
+// cluster.go buildInboundClustersFromSidecar). The cluster of port N is
+// "inbound|N||" and its traffic goes to the defaultEndpoint. The
+// ingress listener's tls, bind and captureMode are not supported.
+func sidecarIngress(sc *networking.Sidecar) []Instance {
+	out := make([]Instance, 0, len(sc.GetIngress()))
+	for _, in := range sc.GetIngress() {
+		n := in.GetPort().GetNumber()
+		if n == 0 || slices.ContainsFunc(out, func(i Instance) bool { return i.TargetPort == n }) {
+			continue
+		}
+		p := model.Port{Name: in.GetPort().GetName(), Number: n, TargetPort: n,
+			Protocol: model.ParseProtocol(in.GetPort().GetProtocol(), in.GetPort().GetName())}
+		out = append(out, Instance{Port: p, TargetPort: n, Endpoint: in.GetDefaultEndpoint()})
 	}
 	slices.SortFunc(out, func(a, b Instance) int { return int(a.TargetPort) - int(b.TargetPort) })
 	return out
