@@ -188,7 +188,7 @@ func parsePort(s string) (uint32, bool) {
 func portRoute(v *scope.View, name string, port uint32, shared map[servicePort]*routev3.VirtualHost) *routev3.RouteConfiguration {
 	hosts, names := 0, 0
 	for _, svc := range v.Services {
-		if servedOn(svc, port) != notServed {
+		if servedOn(v, svc, port) != notServed {
 			hosts++
 			// The hostname and the addresses; short names are few.
 			names += 1 + len(scope.Addresses(v.Proxy, svc))
@@ -196,7 +196,7 @@ func portRoute(v *scope.View, name string, port uint32, shared map[servicePort]*
 	}
 	vb := newVhostBuilder(v, port, hosts+1, names+1, shared)
 	for _, svc := range v.Services {
-		switch servedOn(svc, port) {
+		switch servedOn(v, svc, port) {
 		case servedHTTP:
 			vb.service(svc, false)
 		case servedAuto:
@@ -218,10 +218,11 @@ const (
 	servedAuto
 )
 
-// servedOn says how a sidecar's "PORT" route config lists svc.
-func servedOn(svc *model.Service, port uint32) int {
+// servedOn says how a sidecar's "PORT" route config lists svc: a
+// Sidecar egress listener bound to the port imports only its own hosts.
+func servedOn(v *scope.View, svc *model.Service, port uint32) int {
 	p, ok := svc.Port(port)
-	if !ok {
+	if !ok || !v.ListenerImports(svc, port) {
 		return notServed
 	}
 	switch scope.ListenerProtocol(p) {
