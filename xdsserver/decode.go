@@ -3,6 +3,7 @@ package xdsserver
 import (
 	"fmt"
 	"hash/maphash"
+	"iter"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -126,17 +127,11 @@ func (r *sotwRequest) names() ([]string, error) {
 		return r.ResourceNames, nil
 	}
 	out := make([]string, 0, r.nNames)
-	for b := r.buf; len(b) > 0; {
-		num, _, n := protowire.ConsumeTag(b)
-		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
-		b = b[n:]
-		if num == 3 {
-			if !utf8.Valid(v) {
-				return nil, fmt.Errorf("DiscoveryRequest field 3 (resource_names) %q: string field contains invalid UTF-8", v)
-			}
-			out = append(out, unsafe.String(unsafe.SliceData(v), len(v)))
+	for v := range r.rawNames() {
+		if !utf8.Valid(v) {
+			return nil, fmt.Errorf("DiscoveryRequest field 3 (resource_names) %q: string field contains invalid UTF-8", v)
 		}
+		out = append(out, unsafe.String(unsafe.SliceData(v), len(v)))
 	}
 	return out, nil
 }
@@ -151,19 +146,29 @@ func (r *sotwRequest) namesAre(names []string) bool {
 		return slices.Equal(r.ResourceNames, names)
 	}
 	i := 0
-	for b := r.buf; len(b) > 0; {
-		num, _, n := protowire.ConsumeTag(b)
-		b = b[n:]
-		v, n := protowire.ConsumeBytes(b)
-		b = b[n:]
-		if num == 3 {
-			if string(v) != names[i] {
-				return false
-			}
-			i++
+	for v := range r.rawNames() {
+		if string(v) != names[i] {
+			return false
 		}
+		i++
 	}
 	return true
+}
+
+// rawNames yields the bytes of each resource name in r.buf (already
+// checked by decodeRequest's framing pass).
+func (r *sotwRequest) rawNames() iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		for b := r.buf; len(b) > 0; {
+			num, _, n := protowire.ConsumeTag(b)
+			b = b[n:]
+			v, n := protowire.ConsumeBytes(b)
+			b = b[n:]
+			if num == 3 && !yield(v) {
+				return
+			}
+		}
+	}
 }
 
 // resolver turns the names of a stream's requests into shared lists on

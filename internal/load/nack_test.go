@@ -76,18 +76,7 @@ func waitFor(t *testing.T, f *Fleet, what string, p Predicate) {
 func TestNackSotW(t *testing.T) {
 	s, f := startScripted(t, SotW)
 	st := <-s.sotw
-	recv := func() *discovery.DiscoveryRequest {
-		t.Helper()
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.GetTypeUrl() == Cluster.URL() {
-				return r
-			}
-		}
-	}
+	recv := func() *discovery.DiscoveryRequest { t.Helper(); return nextCDS(t, st.Recv) }
 	if r := recv(); r.GetNode().GetId() == "" || r.GetResponseNonce() != "" {
 		t.Fatalf("first request %v", r)
 	}
@@ -127,18 +116,7 @@ func TestNackSotW(t *testing.T) {
 func TestNackDelta(t *testing.T) {
 	s, f := startScripted(t, Delta)
 	st := <-s.delta
-	recv := func() *discovery.DeltaDiscoveryRequest {
-		t.Helper()
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.GetTypeUrl() == Cluster.URL() {
-				return r
-			}
-		}
-	}
+	recv := func() *discovery.DeltaDiscoveryRequest { t.Helper(); return nextCDS(t, st.Recv) }
 	if r := recv(); len(r.GetResourceNamesSubscribe()) != 1 || r.GetResourceNamesSubscribe()[0] != "*" {
 		t.Fatalf("first request %v", r)
 	}
@@ -179,5 +157,19 @@ func TestNackDelta(t *testing.T) {
 	waitFor(t, f, "z removed", func(v View) bool { return v.Cluster("x") != nil && v.Cluster("z") == nil && v.Set(Cluster).Len() == 1 })
 	if got := f.View(0).Set(Cluster).versions()["x"]; got != "1" {
 		t.Errorf("version of x %q, want 1", got)
+	}
+}
+
+// nextCDS returns the next request for clusters, skipping other types.
+func nextCDS[R interface{ GetTypeUrl() string }](t *testing.T, recv func() (R, error)) R {
+	t.Helper()
+	for {
+		r, err := recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.GetTypeUrl() == Cluster.URL() {
+			return r
+		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // reads are not taken to share an action, and that those sameAction
 // pairs get equal actions.
 func TestSameAction(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	cfg := `
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: a, namespace: ns}
@@ -44,15 +44,8 @@ spec:
   host: a.ns.svc.cluster.local
   trafficPolicy: {loadBalancer: {consistentHash: {httpHeaderName: x}}}
   subsets: [{name: v1, labels: {v: "1"}, trafficPolicy: {loadBalancer: {consistentHash: {useSourceIp: true}}}}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := scope.New(pc, proxy)
+`
+	v := sidecarView(t, cfg)
 	dest := func(host, subset string, port uint32, weight int32) *networking.HTTPRouteDestination {
 		d := &networking.HTTPRouteDestination{Destination: &networking.Destination{Host: host, Subset: subset}, Weight: weight}
 		if port != 0 {
@@ -132,4 +125,19 @@ spec:
 			}
 		}
 	}
+}
+
+// sidecarView is the view of a sidecar at 10.1.1.1 in namespace ns over
+// the config cfg (YAML).
+func sidecarView(t *testing.T, cfg string) *scope.View {
+	t.Helper()
+	pc, err := gentest.Build([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scope.New(pc, proxy)
 }

@@ -3,13 +3,8 @@ package rds
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	networking "istio.io/api/networking/v1alpha3"
-
-	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
-	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
 // TestHeaderOpsDropInternal checks that pseudo headers and host are
@@ -46,7 +41,7 @@ func TestHeaderOpsDropInternal(t *testing.T) {
 // rewrite unless the rewrite has an authority, the route's before its
 // one destination's, set before add; each weighted cluster its own.
 func TestHostRewriteFromHeaders(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	cfg := `
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: a, namespace: ns}
@@ -55,15 +50,8 @@ spec:
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: STATIC
   endpoints: [{address: 10.0.0.1}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := scope.New(pc, proxy)
+`
+	v := sidecarView(t, cfg)
 	req := func(set, add map[string]string) *networking.Headers {
 		return &networking.Headers{Request: &networking.Headers_HeaderOperations{Set: set, Add: add}}
 	}
