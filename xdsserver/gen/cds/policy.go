@@ -20,7 +20,9 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 	if lb {
 		applyLB(c, policy.GetLoadBalancer(), proxyless)
 	}
-	if od := policy.GetOutlierDetection(); od != nil {
+	if od := policy.GetOutlierDetection(); od != nil && proxyless {
+		c.OutlierDetection = grpcOutlier(od)
+	} else if od != nil {
 		applyOutlier(c, od)
 	}
 	applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
@@ -31,8 +33,10 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 }
 
 // applyLB maps Istio's load balancer settings. Istio's default is
-// LEAST_REQUEST; proxyless gRPC gets ROUND_ROBIN, and for MAGLEV and
-// RANDOM, which grpc-go does not implement, RING_HASH and ROUND_ROBIN.
+// LEAST_REQUEST; proxyless gRPC gets ROUND_ROBIN, for MAGLEV and RANDOM,
+// which gRPC does not implement, RING_HASH and ROUND_ROBIN, and for
+// LEAST_REQUEST and LEAST_CONN a list to take the first known policy of
+// (leastRequestPolicies).
 func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyless bool) {
 	c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
 	if proxyless {
@@ -62,6 +66,10 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyles
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
 	case networking.LoadBalancerSettings_LEAST_REQUEST, networking.LoadBalancerSettings_LEAST_CONN:
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+		if proxyless {
+			c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN // ignored beside load_balancing_policy
+			c.LoadBalancingPolicy = leastRequestPolicies
+		}
 	case networking.LoadBalancerSettings_RANDOM:
 		if !proxyless {
 			c.LbPolicy = clusterv3.Cluster_RANDOM
