@@ -50,7 +50,8 @@ const (
 // (gRFC A50) and ignore the consecutive error counts Envoy acts on.
 // Istio's smallest consecutive error count N (consecutive5xxErrors, 5 when
 // unset as in Istio, or the deprecated consecutiveErrors;
-// consecutiveGatewayErrors; consecutiveLocalOriginFailures) becomes
+// consecutiveGatewayErrors; consecutiveLocalOriginFailures when
+// splitExternalLocalOriginErrors is set) becomes
 // failure-percentage ejection: a backend that received at least N RPCs in
 // one interval and failed more than 85% of them is ejected, even when it
 // is the only one (minimum hosts 1, as Envoy ejects a lone host after N
@@ -73,7 +74,9 @@ func grpcOutlier(o *networking.OutlierDetection) *clusterv3.OutlierDetection {
 		lower(istioConsecutive5xx)
 	}
 	lower(o.GetConsecutiveGatewayErrors().GetValue())
-	lower(o.GetConsecutiveLocalOriginFailures().GetValue())
+	if o.GetSplitExternalLocalOriginErrors() { // Istio reads the count only then
+		lower(o.GetConsecutiveLocalOriginFailures().GetValue())
+	}
 	if n == 0 {
 		return nil
 	}
