@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	networking "istio.io/api/networking/v1alpha3"
 	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/baremesh/baremesh/core/config"
