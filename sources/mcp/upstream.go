@@ -55,12 +55,15 @@ func (u *Upstream) Run(ctx context.Context) error {
 	defer syncTimer.Stop()
 	backoff := u.opts.BackoffMin
 	for {
+		began := time.Now()
 		answered, err := u.session(ctx, syncTimer.C)
 		u.setConnected(false)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if answered {
+		// A stream that was answered, or lived a while (a Delta server owes
+		// no answer when the versions held are current), was healthy.
+		if answered || time.Since(began) > 5*time.Second {
 			backoff = u.opts.BackoffMin
 		}
 		u.status.update(func(s *Status) { s.Reconnects++; s.LastError = err.Error() })
@@ -128,6 +131,8 @@ func (u *Upstream) session(ctx context.Context, syncTimeout <-chan time.Time) (a
 			return false, fmt.Errorf("subscribe %s: %w", t, err)
 		}
 	}
+	// The stream opened on a ready transport and took every subscription.
+	u.setConnected(true)
 	type recvd struct {
 		r   *response
 		err error
@@ -168,7 +173,6 @@ func (u *Upstream) session(ctx context.Context, syncTimeout <-chan time.Time) (a
 			if !answered {
 				answered = true
 				timeout = nil
-				u.setConnected(true)
 			}
 			if err := u.handle(s, m.r); err != nil {
 				return answered, err
