@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/baremesh/baremesh/sources/mcp"
 )
 
 // DefaultConfigFile is where baremeshd looks without --config.
@@ -43,6 +45,9 @@ type Config struct {
 	// ConfigDirs are watched YAML directories, in precedence order.
 	// Relative paths are relative to the config file.
 	ConfigDirs []string `json:"configDirs"`
+	// MCP are upstream MCP-over-xDS servers (istiod, Nacos, Higress), in
+	// precedence order after the config directories.
+	MCP []mcp.UpstreamConfig `json:"mcp,omitempty"`
 	// MeshConfig is the mesh config file (watched); missing means Istio's
 	// defaults.
 	MeshConfig string `json:"meshConfig"`
@@ -84,8 +89,18 @@ func Defaults() Config {
 // Validate checks the configuration and names the field of each problem.
 func (c *Config) Validate() error {
 	var errs []error
-	if len(c.ConfigDirs) == 0 {
-		errs = append(errs, errors.New("configDirs: at least one directory is required"))
+	if len(c.ConfigDirs) == 0 && len(c.MCP) == 0 {
+		errs = append(errs, errors.New("configDirs: at least one directory (or an mcp upstream) is required"))
+	}
+	names := map[string]bool{}
+	for i := range c.MCP {
+		if err := c.MCP[i].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("mcp[%d]: %w", i, err))
+		}
+		if names[c.MCP[i].Name] {
+			errs = append(errs, fmt.Errorf("mcp[%d]: name %q used twice", i, c.MCP[i].Name))
+		}
+		names[c.MCP[i].Name] = true
 	}
 	for name, addr := range map[string]string{"xdsAddr": c.XDSAddr, "httpAddr": c.HTTPAddr} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -193,6 +208,15 @@ func ReadFile(path string) (Config, error) {
 	for i, d := range cfg.ConfigDirs {
 		if !filepath.IsAbs(d) {
 			cfg.ConfigDirs[i] = filepath.Join(base, d)
+		}
+	}
+	for _, u := range cfg.MCP {
+		if t := u.TLSSettings; t != nil {
+			for _, f := range []*string{&t.CACertificates, &t.ClientCertificate, &t.PrivateKey} {
+				if *f != "" && !filepath.IsAbs(*f) {
+					*f = filepath.Join(base, *f)
+				}
+			}
 		}
 	}
 	if cfg.MeshConfig != "" && !filepath.IsAbs(cfg.MeshConfig) {

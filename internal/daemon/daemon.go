@@ -22,6 +22,7 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/sources/file"
+	"github.com/baremesh/baremesh/sources/mcp"
 	"github.com/baremesh/baremesh/xdsserver"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/cds"
@@ -44,6 +45,7 @@ type Daemon struct {
 
 	xdsLis, httpLis net.Listener
 	extra           []route
+	upstreams       []*mcp.Upstream // set in Run before the HTTP server starts
 }
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows
@@ -110,6 +112,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 			Dirs: []string{dir}, Name: "file:" + dir, MaxFileSize: d.cfg.MaxFileSize,
 			Coalesce: d.cfg.FileCoalesce.Duration, Logger: d.log.With("component", "file"), Metrics: fileMetrics,
 		}, sink))
+	}
+	if len(d.cfg.MCP) > 0 {
+		mcpMetrics := mcp.NewMetrics(d.reg)
+		for _, uc := range d.cfg.MCP {
+			u := mcp.New(uc, mcp.Options{Logger: d.log.With("component", "mcp"), Metrics: mcpMetrics}, d.agg.AddSource(mcp.SourceName(uc.Name)))
+			d.upstreams = append(d.upstreams, u)
+			goRun(func() { _ = u.Run(ctx) })
+		}
 	}
 	d.agg.AttachMemory("baremesh", d.own)
 	for _, w := range watchers {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/sources/mcp"
 )
 
 func protoEqual(a, b proto.Message) bool { return proto.Equal(a, b) }
@@ -62,6 +63,8 @@ type configz struct {
 	Resources []configzResource `json:"resources"`
 	Rejected  []store.Problem   `json:"rejected"`
 	Conflicts []store.Conflict  `json:"conflicts"`
+	// MCP is the state of each MCP upstream.
+	MCP []mcp.Status `json:"mcp,omitempty"`
 }
 
 type snapshotInfo struct {
@@ -82,6 +85,9 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	}
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}
+	}
+	for _, u := range d.upstreams {
+		out.MCP = append(out.MCP, u.Status())
 	}
 	kind := config.Kind(r.URL.Query().Get("kind"))
 	for _, k := range config.Kinds() {
