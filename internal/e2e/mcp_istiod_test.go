@@ -57,7 +57,9 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startIstiod(t *testing.T) *istiod {
+// startIstiod starts kube-apiserver and istiod; env adds to istiod's
+// environment.
+func startIstiod(t *testing.T, env ...string) *istiod {
 	t.Helper()
 	home, _ := os.UserHomeDir()
 	bin := findOne(filepath.Join(home, ".cache", "istio-bins", "*", "pilot-discovery"))
@@ -74,13 +76,13 @@ func startIstiod(t *testing.T) *istiod {
 	if bin == "" || assets == "." || crds == "" {
 		t.Skipf("skipping: needs pilot-discovery (shared/tools/istio-bins), kube-apiserver (shared/tools/kube-assets) and the istio.io/istio module's CRDs; found %q %q %q", bin, assets, crds)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: []string{crds}}}
-	cfg, err := env.Start()
+	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: []string{crds}}}
+	cfg, err := api.Start()
 	if err != nil {
 		t.Fatalf("kube-apiserver: %v", err)
 	}
-	t.Cleanup(func() { _ = env.Stop() })
-	user, err := env.AddUser(envtest.User{Name: "istiod", Groups: []string{"system:masters"}}, nil)
+	t.Cleanup(func() { _ = api.Stop() })
+	user, err := api.AddUser(envtest.User{Name: "istiod", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func startIstiod(t *testing.T) *istiod {
 	i := &istiod{t: t, bin: bin, dir: dir, grpcAddr: freeAddr(t), httpAddr: freeAddr(t), dyn: dynamic.NewForConfigOrDie(cfg)}
 	i.args = []string{"discovery", "--kubeconfig", filepath.Join(dir, "kubeconfig"), "--grpcAddr", i.grpcAddr, "--httpAddr", i.httpAddr,
 		"--monitoringAddr", freeAddr(t), "--secureGRPCAddr=", "--httpsAddr=", "--meshConfig", filepath.Join(dir, "mesh.yaml")}
-	i.env = append(os.Environ(), "POD_NAMESPACE=istio-system", "ENABLE_XDS_API_GENERATOR_AUTH=false")
+	i.env = append(append(os.Environ(), "POD_NAMESPACE=istio-system", "ENABLE_XDS_API_GENERATOR_AUTH=false"), env...)
 	i.start()
 	t.Cleanup(i.stop)
 	return i
@@ -314,4 +316,3 @@ spec:
 		}
 	})
 }
-
