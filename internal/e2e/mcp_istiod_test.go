@@ -242,11 +242,16 @@ func TestIstiodAsMCPUpstream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts kube-apiserver and istiod")
 	}
+	t.Run("SotW", func(t *testing.T) { testIstiodUpstream(t, false) })
+	t.Run("Delta", func(t *testing.T) { testIstiodUpstream(t, true) })
+}
+
+func testIstiodUpstream(t *testing.T, delta bool) {
 	ist := startIstiod(t)
 	bs := map[string]*backend{"a1": startBackend(t, "a1"), "b1": startBackend(t, "b1")}
 	versions := map[string]string{"a1": "v1", "b1": "v2"}
 	m := startMeshMCP(t, map[string]string{"echo.yaml": echoService(bs, versions)},
-		mcp.UpstreamConfig{Name: "istiod", Address: "xds://" + ist.grpcAddr})
+		mcp.UpstreamConfig{Name: "istiod", Address: "xds://" + ist.grpcAddr, Delta: delta})
 
 	ist.apply(`apiVersion: networking.istio.io/v1
 kind: ServiceEntry
