@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -239,4 +240,37 @@ func TestFiftyThousandInOneResponse(t *testing.T) {
 			t.Fatal("last good state not kept")
 		}
 	})
+}
+
+// TestUnreachableBacksOff: an upstream that refuses connections is
+// reported by name and redialled with a growing delay (50 ms doubling to
+// 400 ms: about 8 attempts in 2 s, where a fixed 50 ms would make 40);
+// Synced still comes after SyncTimeout so the daemon serves.
+func TestUnreachableBacksOff(t *testing.T) {
+	l := startStandIn(t, wrapped)
+	addr := l.addr()
+	l.srv.Stop() // nothing listens there now
+	w := newWorld()
+	opts := testOptions()
+	opts.BackoffMin, opts.BackoffMax, opts.SyncTimeout = 50*time.Millisecond, 400*time.Millisecond, 200*time.Millisecond
+	u, _ := runUpstream(t, mcp.UpstreamConfig{Name: "gone", Address: addr}, opts, w.source("mcp:gone"))
+	p := w.waitProblem(t, "gone (")
+	t.Logf("problem: %+v", p)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.agg.WaitSynced(ctx); err != nil {
+		t.Fatal("never synced with an unreachable upstream")
+	}
+	start, r0 := time.Now(), u.Status().Reconnects
+	for time.Since(start) < 2*time.Second {
+		time.Sleep(50 * time.Millisecond) // observing a rate over a fixed window
+	}
+	n := u.Status().Reconnects - r0
+	t.Logf("reconnect attempts in 2s: %d", n)
+	if n < 3 || n > 12 {
+		t.Fatalf("%d attempts in 2 s; want about 5-8 (backoff 50 ms doubling to 400 ms, ±25%%)", n)
+	}
+	if u.Status().Connected {
+		t.Fatal("status says connected")
+	}
 }
