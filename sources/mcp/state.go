@@ -100,6 +100,10 @@ func (s *state) apply(r *response, now time.Time) (ups []config.Config, dels []c
 	)
 	for _, it := range r.items {
 		c, name, err := Decode(r.typeURL, it.res, it.name, s.source)
+		if it.name != "" {
+			// Delta removes by the transport's name: hold by it.
+			name = it.name
+		}
 		if err != nil {
 			label := string(ts.kind) + "/" + name
 			if name == "" {
@@ -111,7 +115,9 @@ func (s *state) apply(r *response, now time.Time) (ups []config.Config, dels []c
 				labels[label] = true
 			}
 			bad = append(bad, label+": "+err.Error())
-			s.problems[label] = store.Problem{Resource: label, Error: err.Error(), Since: now}
+			if p, ok := s.problems[label]; !ok || p.Error != err.Error() {
+				s.problems[label] = store.Problem{Resource: label, Error: err.Error(), Since: now}
+			}
 			continue
 		}
 		seen[name] = true

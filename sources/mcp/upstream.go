@@ -197,7 +197,7 @@ func (u *Upstream) handle(s stream, r *response) error {
 	if len(ups) > 0 || len(dels) > 0 {
 		u.sink.Update(ups, dels)
 	}
-	u.publishProblems(nack == nil)
+	u.publishProblems(true) // the stream answers: its own problem is over
 	counts := u.st.counts()
 	u.status.update(func(st *Status) {
 		st.LastResponse, st.Resources = now, counts
@@ -269,9 +269,9 @@ func (u *Upstream) setStreamProblem(msg string) {
 
 // publishProblems hands the problems to the sink, one origin per
 // resource or type URL ("NAME: ServiceEntry/ns/a") and one for the
-// stream. A good response clears the stream's problem.
-func (u *Upstream) publishProblems(good bool) {
-	if good {
+// stream; answered clears the stream's.
+func (u *Upstream) publishProblems(answered bool) {
+	if answered {
 		delete(u.st.problems, "")
 	}
 	now := map[string]bool{}
