@@ -14,7 +14,6 @@ import (
 	"github.com/baremesh/baremesh/sources/mcp"
 )
 
-
 func TestDecodeWireForms(t *testing.T) {
 	spec := se("a.example.com", 80)
 	body, _ := anypb.New(spec)
