@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/internal/version"
 )
 
 const seYAML = `apiVersion: networking.istio.io/v1
@@ -97,6 +99,10 @@ func TestDaemonServesConfigAndFollowsEdits(t *testing.T) {
 	pollUntil(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
 	if code, _ := get(t, "http://"+d.HTTPAddr()+"/healthz"); code != 200 {
 		t.Fatalf("healthz = %d", code)
+	}
+	// /version is what baremesh-agent's controlPlane.versionURL reads.
+	if code, body := get(t, "http://"+d.HTTPAddr()+"/version"); code != 200 || !strings.Contains(body, `"version":"`+version.Version+`"`) {
+		t.Fatalf("version = %d %q", code, body)
 	}
 	cz := configzOf(t, d)
 	if len(cz.Resources) != 1 || cz.Resources[0].Source.File != path || cz.Resources[0].Source.Line != 1 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/internal/version"
 )
 
 func protoEqual(a, b proto.Message) bool { return proto.Equal(a, b) }
@@ -36,6 +37,12 @@ func (d *Daemon) httpHandler() http.Handler {
 		}
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	// /version answers {"version": "x.y.z"}, which baremesh-agent's
+	// controlPlane.versionURL reads to check version skew.
+	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"version": version.Version})
+	})
 	mux.HandleFunc("/debug/configz", d.configz)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
