@@ -124,6 +124,18 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// Usage heads baremeshd's --help: its commands, then its flags.
+const Usage = `baremeshd: the baremesh control plane daemon
+
+Usage:
+  baremeshd [flags]               serve (as the baremesh.service unit does)
+  baremeshd check-config [flags]  check the config as the daemon would load it; exit 2 if it cannot start
+  baremeshd version               print the version (also --version)
+  baremeshd help                  this text (also --help, -h)
+
+Flags:
+`
+
 // Load reads flags (args without the program name) and the config file
 // they name, and returns the validated result. With --config-dir given
 // and no --config, a missing default file is not an error.
@@ -138,6 +150,10 @@ func Load(args []string) (Config, string, error) {
 		mesh     = fset.String("mesh-config", "", "mesh config file")
 	)
 	fset.Var(&dirs, "config-dir", "watched config directory (repeatable)")
+	fset.Usage = func() {
+		fmt.Fprint(fset.Output(), Usage)
+		fset.PrintDefaults()
+	}
 	if err := fset.Parse(args); err != nil {
 		return Config{}, "", err
 	}
