@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/store"
 )
 
 func hostKeys(n int) []model.ServiceKey {
@@ -34,6 +35,25 @@ func BenchmarkAllocate(b *testing.B) {
 			el := time.Since(start)
 			b.ReportMetric(float64(el.Nanoseconds())/float64(b.N*n), "ns/host")
 			b.ReportMetric(el.Seconds()/float64(b.N), "s/op-total")
+		})
+	}
+}
+
+// BenchmarkRegistryApplyAddressless applies one ServiceEntry with n
+// address-less hosts to an empty registry and lists its services: the
+// allocator's cost in the path config takes.
+func BenchmarkRegistryApplyAddressless(b *testing.B) {
+	for _, n := range []int{70_000, 1_000_000} {
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			c := manyHostsEntry(b, n)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				reg := model.NewRegistry(model.NewAllocator())
+				reg.Apply([]store.Event{{Type: store.EventAdd, New: &c}})
+				if len(reg.Services()) != n || len(reg.Problems()) != 1 {
+					b.Fatal("wrong services or problems")
+				}
+			}
 		})
 	}
 }

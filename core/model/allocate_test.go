@@ -147,7 +147,7 @@ func TestAllocateExhaustion(t *testing.T) {
 
 // manyHostsEntry is a ServiceEntry in namespace ns with n hosts and no
 // addresses.
-func manyHostsEntry(t *testing.T, n int) config.Config {
+func manyHostsEntry(t testing.TB, n int) config.Config {
 	c := configtest.Typed(t, `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: many, namespace: ns}
