@@ -69,6 +69,9 @@ type configz struct {
 	Resources []configzResource `json:"resources"`
 	Rejected  []store.Problem   `json:"rejected"`
 	Conflicts []store.Conflict  `json:"conflicts"`
+	// Model lists what the service model could not build as configured
+	// (ServiceEntry hosts left without an automatic address).
+	Model []store.Problem `json:"model"`
 }
 
 type snapshotInfo struct {
@@ -78,7 +81,8 @@ type snapshotInfo struct {
 }
 
 // configz shows every resource in force with its source and file, the
-// rejected files with their errors, and the conflicts between sources.
+// rejected files with their errors, the conflicts between sources and the
+// service model's problems.
 func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	out := configz{Resources: []configzResource{}, Rejected: d.agg.Problems(), Conflicts: d.agg.Conflicts()}
 	if out.Rejected == nil {
@@ -87,6 +91,7 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	if out.Conflicts == nil {
 		out.Conflicts = []store.Conflict{}
 	}
+	out.Model = d.registry.Problems()
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}
 	}
