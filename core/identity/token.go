@@ -120,10 +120,12 @@ func (r TokenRecord) check(now time.Time) error {
 
 // TokenAuthenticator accepts a join token from the bearer header: the
 // caller becomes the token's namespace and service account in the mesh's
-// current trust domain. Each success spends one use.
+// current trust domain. Each success spends one use, unless NoSpend.
 type TokenAuthenticator struct {
 	Store       *TokenStore
 	TrustDomain func() string
+	// NoSpend checks the token without counting a use (xDS streams).
+	NoSpend bool
 }
 
 var _ Authenticator = (*TokenAuthenticator)(nil)
@@ -133,7 +135,11 @@ func (a *TokenAuthenticator) Authenticate(_ context.Context, creds Credentials) 
 	if creds.BearerToken == "" {
 		return nil, ErrNoCredentials
 	}
-	rec, err := a.Store.Use(creds.BearerToken)
+	use := a.Store.Use
+	if a.NoSpend {
+		use = a.Store.Check
+	}
+	rec, err := use(creds.BearerToken)
 	if err != nil {
 		return nil, err
 	}

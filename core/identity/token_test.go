@@ -37,11 +37,17 @@ func TestTokenLifecycle(t *testing.T) {
 	if err != nil || caller.ID != workload || caller.Method != MethodToken || caller.Detail != rec.ID || caller.Group != "foo" {
 		t.Fatalf("first use: %+v, %v", caller, err)
 	}
+	if _, err := (&TokenAuthenticator{Store: s, TrustDomain: a.TrustDomain, NoSpend: true}).Authenticate(context.Background(), Credentials{BearerToken: tok}); err != nil {
+		t.Fatalf("check without spending: %v", err)
+	}
 	if _, err := s.Use(tok); err != nil {
 		t.Fatalf("second use: %v", err)
 	}
 	if _, err := s.Use(tok); !errors.Is(err, ErrTokenUsedUp) {
 		t.Fatalf("third use: %v, want used up", err)
+	}
+	if _, err := s.Check(tok); !errors.Is(err, ErrTokenUsedUp) {
+		t.Fatalf("check of a used-up token: %v", err)
 	}
 
 	forged := tok[:len(tok)-4] + "AAAA"

@@ -109,7 +109,13 @@ func (s *TokenStore) Revoke(id string) (TokenRecord, error) {
 // Errors: ErrTokenMalformed, ErrTokenUnknown, ErrTokenBadSecret (the secret
 // is checked before anything about the token is revealed),
 // ErrTokenRevoked, ErrTokenExpired, ErrTokenUsedUp, or ErrTokenStore.
-func (s *TokenStore) Use(token string) (TokenRecord, error) {
+func (s *TokenStore) Use(token string) (TokenRecord, error) { return s.verify(token, true) }
+
+// Check is Use without spending a use (for streams that authenticate
+// again and again, such as xDS, where a use count means nothing).
+func (s *TokenStore) Check(token string) (TokenRecord, error) { return s.verify(token, false) }
+
+func (s *TokenStore) verify(token string, spend bool) (TokenRecord, error) {
 	p, err := ParseToken(token)
 	if err != nil {
 		return TokenRecord{}, err
@@ -127,6 +133,10 @@ func (s *TokenStore) Use(token string) (TokenRecord, error) {
 		now := s.now().UTC()
 		if err := r.check(now); err != nil {
 			return false, err
+		}
+		if !spend {
+			rec = *r
+			return false, nil
 		}
 		r.Uses++
 		r.LastUsed = &now

@@ -34,7 +34,10 @@ func DefaultTLSSANs() []string {
 type identityParts struct {
 	ca    *identity.CA
 	authn identity.Authenticator
-	srv   *ca.Server
+	// xdsAuthn is authn for xDS streams: a token is checked, not spent
+	// (for the xDS server's Authenticate hook, not wired yet).
+	xdsAuthn identity.Authenticator
+	srv      *ca.Server
 	grpc  *grpc.Server
 	lis   net.Listener
 }
@@ -65,6 +68,10 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		&identity.CertAuthenticator{CA: authority},
 		&identity.TokenAuthenticator{Store: tokens, TrustDomain: trustDomain},
 	}}
+	p.xdsAuthn = identity.Chain{
+		&identity.CertAuthenticator{CA: authority},
+		&identity.TokenAuthenticator{Store: tokens, TrustDomain: trustDomain, NoSpend: true},
+	}
 	p.srv = ca.New(ca.Options{CA: authority, Authenticator: p.authn, TrustDomain: trustDomain,
 		DefaultTTL: d.cfg.WorkloadCertTTL.Duration, MaxTTL: d.cfg.MaxWorkloadCertTTL.Duration,
 		Logger: log, Registerer: d.reg})
