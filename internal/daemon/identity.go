@@ -38,8 +38,8 @@ type identityParts struct {
 	// (for the xDS server's Authenticate hook, not wired yet).
 	xdsAuthn identity.Authenticator
 	srv      *ca.Server
-	grpc  *grpc.Server
-	lis   net.Listener
+	grpc     *grpc.Server
+	lis      net.Listener
 }
 
 // setupIdentity loads (or on first start creates) the CA and opens the TLS
