@@ -9,11 +9,13 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -69,7 +71,7 @@ func istioBins(t *testing.T) string {
 
 // testSetup writes a config dir with the WorkloadGroup, a baremesh.yaml for
 // baremeshctl, and starts a real daemon on free ports with the TLS port on.
-func testSetup(t *testing.T) (cfgFile string, d *daemon.Daemon) {
+func testSetup(t *testing.T, extraConfig string) (cfgFile string, d *daemon.Daemon) {
 	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "conf.d")
@@ -80,7 +82,7 @@ func testSetup(t *testing.T) (cfgFile string, d *daemon.Daemon) {
 	must(t, os.WriteFile(filepath.Join(dir, "meshconfig.yaml"), []byte("trustDomain: cluster.local\n"), 0o644))
 	cfgFile = filepath.Join(dir, "baremesh.yaml")
 	must(t, os.WriteFile(cfgFile, []byte("configDirs: [conf.d]\nmeshConfig: meshconfig.yaml\nstateDir: state\n"+
-		"xdsAddr: 127.0.0.1:0\nhttpAddr: 127.0.0.1:0\ntlsAddr: 127.0.0.1:0\n"), 0o644))
+		"xdsAddr: 127.0.0.1:0\nhttpAddr: 127.0.0.1:0\ntlsAddr: 127.0.0.1:0\n"+extraConfig), 0o644))
 	cfg, err := daemon.ReadFile(cfgFile)
 	if err != nil {
 		t.Fatal(err)
@@ -111,73 +113,11 @@ func testSetup(t *testing.T) (cfgFile string, d *daemon.Daemon) {
 // agent renews with its own certificate.
 func TestPilotAgentOnboarding(t *testing.T) {
 	bins := istioBins(t)
-	cfgFile, d := testSetup(t)
-	_, port, _ := net.SplitHostPort(d.TLSAddr())
-
-	boot := filepath.Join(t.TempDir(), "vm")
-	var out, errOut bytes.Buffer
+	cfgFile, d := testSetup(t, "")
 	const tokenTTL = 8 * time.Second
-	if rc := Main([]string{"vm", "bootstrap", "--config", cfgFile, "--namespace", "bookinfo", "--group", "reviews",
-		"--out", boot, "--address", d.TLSAddr(), "--ttl", tokenTTL.String()}, &out, &errOut); rc != 0 {
-		t.Fatalf("vm bootstrap: %d: %s", rc, errOut.String())
-	}
+	boot, vm, certs, env := prepareVM(t, d, cfgFile, tokenTTL)
 	tokenIssued := time.Now()
-	hosts, _ := os.ReadFile(filepath.Join(boot, "hosts"))
-	if string(hosts) != "127.0.0.1 istiod.istio-system.svc\n" {
-		t.Fatalf("hosts: %q", hosts)
-	}
-
-	// The VM package's layout, under the agent's working directory.
-	vm := t.TempDir()
-	certs := filepath.Join(vm, "etc", "certs")
-	for _, c := range []struct{ from, to string }{
-		{"mesh.yaml", "etc/istio/config/mesh"},
-		{"istio-token", "var/run/secrets/tokens/istio-token"},
-		{"root-cert.pem", "etc/certs/root-cert.pem"},
-	} {
-		data, err := os.ReadFile(filepath.Join(boot, c.from))
-		must(t, err)
-		must(t, os.MkdirAll(filepath.Dir(filepath.Join(vm, c.to)), 0o755))
-		must(t, os.WriteFile(filepath.Join(vm, c.to), data, 0o600))
-	}
-	env := clusterEnv(t, filepath.Join(boot, "cluster.env"))
-	if env["CA_ADDR"] != "istiod.istio-system.svc:"+port {
-		t.Fatalf("cluster.env CA_ADDR = %q", env["CA_ADDR"])
-	}
-	// The hosts file would map istiod.istio-system.svc to 127.0.0.1; the
-	// test does not edit /etc/hosts, so it dials "localhost", for which
-	// the agent checks the server certificate for istiod.istio-system.svc
-	// all the same (istio's pilot/pkg/grpc/tls.go).
-	env["CA_ADDR"] = "localhost:" + port
-	env["DISABLE_ENVOY"] = "true"
-	env["PROV_CERT"], env["OUTPUT_CERTS"] = certs, certs
-	env["SECRET_TTL"] = "20s"               // renewal at about half of it
-	env["ISTIO_META_DNS_CAPTURE"] = "false" // no DNS proxy on a shared port
-	env["PROXY_CONFIG"] = fmt.Sprintf(`{"statusPort": %d}`, freePort(t))
-
-	certz := func() []ca.Record {
-		resp, err := http.Get("http://" + d.HTTPAddr() + "/debug/certz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v struct{ Issued []ca.Record }
-		must(t, json.NewDecoder(resp.Body).Decode(&v))
-		return v.Issued
-	}
-	waitIssued := func(n int, what string, within time.Duration) ca.Record {
-		t.Helper()
-		deadline := time.Now().Add(within)
-		for {
-			if c := certz(); len(c) >= n {
-				return c[0]
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s (certificate #%d)", what, n)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	certz, waitIssued := certzOf(t, d)
 
 	agent := startAgent(t, bins, vm, env)
 	first := waitIssued(1, "the first certificate", 30*time.Second)
@@ -219,6 +159,148 @@ func TestPilotAgentOnboarding(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.Unauthenticated || !strings.HasPrefix(st.Message(), "token_expired:") {
 		t.Fatalf("expired token alone: %v", err)
 	}
+}
+
+// prepareVM runs `baremeshctl vm bootstrap` and lays its files out as Istio's
+// VM package does, under the agent's working directory. It returns the
+// bootstrap folder, that directory, PROV_CERT (= OUTPUT_CERTS) and the
+// agent's environment (cluster.env and the proxyless settings).
+func prepareVM(t *testing.T, d *daemon.Daemon, cfgFile string, tokenTTL time.Duration) (boot, vm, certs string, env map[string]string) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(d.TLSAddr())
+
+	boot = filepath.Join(t.TempDir(), "vm")
+	var out, errOut bytes.Buffer
+	if rc := Main([]string{"vm", "bootstrap", "--config", cfgFile, "--namespace", "bookinfo", "--group", "reviews",
+		"--out", boot, "--address", d.TLSAddr(), "--ttl", tokenTTL.String()}, &out, &errOut); rc != 0 {
+		t.Fatalf("vm bootstrap: %d: %s", rc, errOut.String())
+	}
+	hosts, _ := os.ReadFile(filepath.Join(boot, "hosts"))
+	if string(hosts) != "127.0.0.1 istiod.istio-system.svc\n" {
+		t.Fatalf("hosts: %q", hosts)
+	}
+
+	// The VM package's layout, under the agent's working directory.
+	vm = t.TempDir()
+	certs = filepath.Join(vm, "etc", "certs")
+	for _, c := range []struct{ from, to string }{
+		{"mesh.yaml", "etc/istio/config/mesh"},
+		{"istio-token", "var/run/secrets/tokens/istio-token"},
+		{"root-cert.pem", "etc/certs/root-cert.pem"},
+	} {
+		data, err := os.ReadFile(filepath.Join(boot, c.from))
+		must(t, err)
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(vm, c.to)), 0o755))
+		must(t, os.WriteFile(filepath.Join(vm, c.to), data, 0o600))
+	}
+	env = clusterEnv(t, filepath.Join(boot, "cluster.env"))
+	if env["CA_ADDR"] != "istiod.istio-system.svc:"+port {
+		t.Fatalf("cluster.env CA_ADDR = %q", env["CA_ADDR"])
+	}
+	// The hosts file would map istiod.istio-system.svc to 127.0.0.1; the
+	// test does not edit /etc/hosts, so it dials "localhost", for which
+	// the agent checks the server certificate for istiod.istio-system.svc
+	// all the same (istio's pilot/pkg/grpc/tls.go).
+	env["CA_ADDR"] = "localhost:" + port
+	env["DISABLE_ENVOY"] = "true"
+	env["PROV_CERT"], env["OUTPUT_CERTS"] = certs, certs
+	env["SECRET_TTL"] = "20s"               // renewal at about half of it
+	env["ISTIO_META_DNS_CAPTURE"] = "false" // no DNS proxy on a shared port
+	env["PROXY_CONFIG"] = fmt.Sprintf(`{"statusPort": %d}`, freePort(t))
+	return boot, vm, certs, env
+}
+
+// certzOf reads baremeshd's /debug/certz; wait polls it until n
+// certificates were issued and returns the newest.
+func certzOf(t *testing.T, d *daemon.Daemon) (certz func() []ca.Record, wait func(n int, what string, within time.Duration) ca.Record) {
+	certz = func() []ca.Record {
+		resp, err := http.Get("http://" + d.HTTPAddr() + "/debug/certz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct{ Issued []ca.Record }
+		must(t, json.NewDecoder(resp.Body).Decode(&v))
+		return v.Issued
+	}
+	wait = func(n int, what string, within time.Duration) ca.Record {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			if c := certz(); len(c) >= n {
+				return c[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (certificate #%d)", what, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return certz, wait
+}
+
+// TestPilotAgentPluggedCA: with Istio's cacerts layout (a root and an
+// intermediate that signs), the agent accepts the chain baremeshd returns
+// (leaf, intermediate, root) and writes it out whole.
+func TestPilotAgentPluggedCA(t *testing.T) {
+	bins := istioBins(t)
+	cacerts, root, inter := pluggedCACerts(t)
+	cfgFile, d := testSetup(t, "caCertsDir: "+cacerts+"\n")
+	_, vm, certs, env := prepareVM(t, d, cfgFile, time.Minute)
+	if got, _ := os.ReadFile(filepath.Join(certs, "root-cert.pem")); !bytes.Equal(got, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw})) {
+		t.Fatal("vm bootstrap's root-cert.pem is not the plugged root")
+	}
+	_, waitIssued := certzOf(t, d)
+	agent := startAgent(t, bins, vm, env)
+	first := waitIssued(1, "the first certificate", 30*time.Second)
+	checkOutput(t, certs, first.Serial)
+	agent.stop()
+	data, _ := os.ReadFile(filepath.Join(certs, "cert-chain.pem"))
+	var chain []*x509.Certificate
+	for b, rest := pem.Decode(data); b != nil; b, rest = pem.Decode(rest) {
+		c, err := x509.ParseCertificate(b.Bytes)
+		must(t, err)
+		chain = append(chain, c)
+	}
+	if len(chain) != 3 || !chain[1].Equal(inter) || !chain[2].Equal(root) {
+		t.Fatalf("agent's cert-chain.pem: %d certificates, want leaf, intermediate, root", len(chain))
+	}
+	t.Logf("plugged CA: agent holds %s signed by %q under %q", chain[0].URIs[0], chain[1].Subject.CommonName, chain[2].Subject.CommonName)
+}
+
+// pluggedCACerts writes Istio's cacerts layout: root, an intermediate
+// signing CA, cert-chain.pem = intermediate + root.
+func pluggedCACerts(t *testing.T) (dir string, root, inter *x509.Certificate) {
+	dir = t.TempDir()
+	mk := func(name string, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		must(t, err)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name, Organization: []string{"cluster.local"}},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+			KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+		if parent == nil {
+			parent, parentKey = tmpl, k
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, k.Public(), parentKey)
+		must(t, err)
+		c, err := x509.ParseCertificate(der)
+		must(t, err)
+		return c, k
+	}
+	root, rootKey := mk("plugged root", nil, nil)
+	inter, interKey := mk("plugged intermediate", root, rootKey)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(interKey)
+	must(t, err)
+	p := func(c *x509.Certificate) []byte {
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+	}
+	for name, data := range map[string][]byte{
+		"ca-cert.pem": p(inter), "ca-key.pem": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		"root-cert.pem": p(root), "cert-chain.pem": append(p(inter), p(root)...),
+	} {
+		must(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
+	}
+	return dir, root, inter
 }
 
 type agentProc struct {
@@ -270,13 +352,15 @@ func checkOutput(t *testing.T, dir, serial string) *x509.Certificate {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		data, _ := os.ReadFile(filepath.Join(dir, "cert-chain.pem"))
-		if b, _ := pem.Decode(data); b != nil {
+		if b, rest := pem.Decode(data); b != nil {
+			inter := x509.NewCertPool()
+			inter.AppendCertsFromPEM(rest)
 			leaf, err := x509.ParseCertificate(b.Bytes)
 			if err == nil && leaf.SerialNumber.Text(16) == serial {
 				if _, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert-chain.pem"), filepath.Join(dir, "key.pem")); err != nil {
 					t.Fatalf("agent's key and certificate: %v", err)
 				}
-				if _, err := leaf.Verify(x509.VerifyOptions{Roots: rootPool(t, filepath.Join(dir, "root-cert.pem")),
+				if _, err := leaf.Verify(x509.VerifyOptions{Roots: rootPool(t, filepath.Join(dir, "root-cert.pem")), Intermediates: inter,
 					KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 					t.Fatalf("agent's certificate: %v", err)
 				}
