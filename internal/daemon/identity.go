@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -94,6 +95,24 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	d.id = p
 	log.Info("CA ready", "dir", d.cfg.CADir(), "plugged", d.cfg.CACertsDir != "", "tokens", tokens.Dir, "sans", sans)
 	return nil
+}
+
+// checkCA checks the CA baremeshd would load, without creating one: a
+// plugged-in directory must hold a good CA; a self-signed one may not exist
+// yet (the first start makes it) but must be good if it does.
+func checkCA(cfg Config) error {
+	if cfg.TLSAddr == "" {
+		return nil
+	}
+	if cfg.CACertsDir == "" {
+		if _, err := os.Stat(filepath.Join(cfg.CADir(), identity.CACertFile)); errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(cfg.CADir(), identity.CAKeyFile)); errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+		}
+	}
+	_, err := identity.LoadCA(identity.CAOptions{Dir: cfg.CADir(), Plugged: true})
+	return err
 }
 
 // TLSAddr is the bound TLS address ("" when the TLS port is off).

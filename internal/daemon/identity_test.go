@@ -80,6 +80,18 @@ func TestBadCADirIsAStartupError(t *testing.T) {
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "ca-key.pem does not match ca-cert.pem") {
 		t.Fatalf("New: %v", err)
 	}
+	if _, _, err := CheckConfig([]string{"--config-dir", cfg.ConfigDirs[0], "--tls-addr", "127.0.0.1:0", "--state-dir", cfg.StateDir,
+		"--mesh-config", cfg.MeshConfig}); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("check-config: %v", err)
+	}
+	fresh := t.TempDir()
+	if _, _, err := CheckConfig([]string{"--config-dir", cfg.ConfigDirs[0], "--tls-addr", "127.0.0.1:0", "--state-dir", fresh,
+		"--mesh-config", cfg.MeshConfig}); err != nil {
+		t.Fatalf("check-config before the first start: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, "ca")); err == nil {
+		t.Fatal("check-config created a CA")
+	}
 	// Plugged-in cacerts that are not there.
 	cfg.CACertsDir = filepath.Join(t.TempDir(), "cacerts")
 	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "Istio cacerts layout wants") {
