@@ -441,3 +441,46 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = testWriter{}
+
+// TestTokenRevokedWhileRunning: baremeshctl and a running baremeshd share
+// the token store; a token revoked with `baremeshctl token revoke` is
+// refused on its next use (a replay after revocation), with its reason,
+// and the daemon keeps issuing to others.
+func TestTokenRevokedWhileRunning(t *testing.T) {
+	cfgFile, d := testSetup(t, "")
+	ask := func(tok string) error {
+		root, err := os.ReadFile(filepath.Join(filepath.Dir(cfgFile), "state", "ca", "root-cert.pem"))
+		must(t, err)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(root)
+		conn, err := grpc.NewClient(d.TLSAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc"})))
+		must(t, err)
+		defer conn.Close()
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
+		_, err = pb.NewIstioCertificateServiceClient(conn).CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: wellFormedCSR(t)})
+		return err
+	}
+	create := func() string {
+		rc, out, stderr := ctl("token", "create", "--config", cfgFile, "--namespace", "bookinfo", "--service-account", "reviews")
+		if rc != 0 {
+			t.Fatalf("token create: %s", stderr)
+		}
+		return strings.TrimSpace(out)
+	}
+	tok, other := create(), create()
+	if err := ask(tok); err != nil {
+		t.Fatalf("fresh token: %v", err)
+	}
+	if rc, _, stderr := ctl("token", "revoke", "--config", cfgFile, strings.Split(tok, ".")[1]); rc != 0 {
+		t.Fatalf("revoke: %s", stderr)
+	}
+	if st := status.Convert(ask(tok)); st.Code() != codes.Unauthenticated || !strings.HasPrefix(st.Message(), "token_revoked:") {
+		t.Fatalf("replay after revocation: %v", st)
+	}
+	if err := ask(other); err != nil {
+		t.Fatalf("another token after the refusal: %v", err)
+	}
+	if _, list, _ := ctl("token", "list", "--config", cfgFile); !strings.Contains(list, "revoked") || strings.Count(list, "valid") != 1 {
+		t.Fatalf("token list:\n%s", list)
+	}
+}
