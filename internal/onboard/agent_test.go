@@ -114,7 +114,9 @@ func testSetup(t *testing.T, extraConfig string) (cfgFile string, d *daemon.Daem
 func TestPilotAgentOnboarding(t *testing.T) {
 	bins := istioBins(t)
 	cfgFile, d := testSetup(t, "")
-	const tokenTTL = 8 * time.Second
+	// Generous enough for a loaded machine: the first certificate must come
+	// within the token's lifetime, the restart within the last certificate's.
+	const tokenTTL = 15 * time.Second
 	boot, vm, certs, env := prepareVM(t, d, cfgFile, tokenTTL)
 	tokenIssued := time.Now()
 	certz, waitIssued := certzOf(t, d)
@@ -127,7 +129,7 @@ func TestPilotAgentOnboarding(t *testing.T) {
 	leaf := checkOutput(t, certs, first.Serial)
 	t.Logf("pilot-agent got %s (serial %s, via %s, valid until %s)", leaf.URIs[0], first.Serial, first.Method, leaf.NotAfter.Format(time.RFC3339))
 
-	renewed := waitIssued(2, "the agent's renewal", 30*time.Second)
+	renewed := waitIssued(2, "the agent's renewal", 60*time.Second)
 	checkOutput(t, certs, renewed.Serial)
 	t.Logf("renewed: serial %s via %s after %v (token expired %v ago)", renewed.Serial, renewed.Method,
 		renewed.Issued.Sub(first.Issued).Round(time.Second), time.Since(tokenIssued.Add(tokenTTL)).Round(time.Second))
@@ -204,7 +206,7 @@ func prepareVM(t *testing.T, d *daemon.Daemon, cfgFile string, tokenTTL time.Dur
 	env["CA_ADDR"] = "localhost:" + port
 	env["DISABLE_ENVOY"] = "true"
 	env["PROV_CERT"], env["OUTPUT_CERTS"] = certs, certs
-	env["SECRET_TTL"] = "20s"               // renewal at about half of it
+	env["SECRET_TTL"] = "40s"               // renewal at about half of it
 	env["ISTIO_META_DNS_CAPTURE"] = "false" // no DNS proxy on a shared port
 	env["PROXY_CONFIG"] = fmt.Sprintf(`{"statusPort": %d}`, freePort(t))
 	return boot, vm, certs, env
@@ -441,3 +443,46 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = testWriter{}
+
+// TestTokenRevokedWhileRunning: baremeshctl and a running baremeshd share
+// the token store; a token revoked with `baremeshctl token revoke` is
+// refused on its next use (a replay after revocation), with its reason,
+// and the daemon keeps issuing to others.
+func TestTokenRevokedWhileRunning(t *testing.T) {
+	cfgFile, d := testSetup(t, "")
+	ask := func(tok string) error {
+		root, err := os.ReadFile(filepath.Join(filepath.Dir(cfgFile), "state", "ca", "root-cert.pem"))
+		must(t, err)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(root)
+		conn, err := grpc.NewClient(d.TLSAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "istiod.istio-system.svc"})))
+		must(t, err)
+		defer conn.Close()
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
+		_, err = pb.NewIstioCertificateServiceClient(conn).CreateCertificate(ctx, &pb.IstioCertificateRequest{Csr: wellFormedCSR(t)})
+		return err
+	}
+	create := func() string {
+		rc, out, stderr := ctl("token", "create", "--config", cfgFile, "--namespace", "bookinfo", "--service-account", "reviews")
+		if rc != 0 {
+			t.Fatalf("token create: %s", stderr)
+		}
+		return strings.TrimSpace(out)
+	}
+	tok, other := create(), create()
+	if err := ask(tok); err != nil {
+		t.Fatalf("fresh token: %v", err)
+	}
+	if rc, _, stderr := ctl("token", "revoke", "--config", cfgFile, strings.Split(tok, ".")[1]); rc != 0 {
+		t.Fatalf("revoke: %s", stderr)
+	}
+	if st := status.Convert(ask(tok)); st.Code() != codes.Unauthenticated || !strings.HasPrefix(st.Message(), "token_revoked:") {
+		t.Fatalf("replay after revocation: %v", st)
+	}
+	if err := ask(other); err != nil {
+		t.Fatalf("another token after the refusal: %v", err)
+	}
+	if _, list, _ := ctl("token", "list", "--config", cfgFile); !strings.Contains(list, "revoked") || strings.Count(list, "valid") != 1 {
+		t.Fatalf("token list:\n%s", list)
+	}
+}

@@ -68,7 +68,7 @@ const Usage = `       baremeshctl token create --namespace NS --service-account 
        baremeshctl token list
        baremeshctl token revoke ID
        baremeshctl vm bootstrap --namespace NS --group WG --out DIR [--address HOST:PORT] [--ttl 1h] [--uses N]
-       (token and vm take --config FILE (default /etc/baremesh/baremesh.yaml) and --state-dir DIR, before other arguments)
+       (token and vm take --config FILE (default /etc/baremesh/baremesh.yaml) and --state-dir DIR)
 `
 
 func fail(stderr io.Writer, err error) int {

@@ -31,7 +31,7 @@ func TestTokenCommands(t *testing.T) {
 	if rc != 0 || !strings.Contains(list, id) || !strings.Contains(list, "0/3") || !strings.Contains(list, "valid") {
 		t.Fatalf("list: %d\n%s", rc, list)
 	}
-	if rc, out, _ := ctl("token", "revoke", "--state-dir", state, id); rc != 0 || !strings.Contains(out, "revoked "+id) {
+	if rc, out, _ := ctl("token", "revoke", id, "--state-dir", state); rc != 0 || !strings.Contains(out, "revoked "+id) {
 		t.Fatalf("revoke: %d %s", rc, out)
 	}
 	if _, list, _ := ctl("token", "list", "--state-dir", state); !strings.Contains(list, "revoked") {

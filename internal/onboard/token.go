@@ -80,7 +80,14 @@ func tokenRevoke(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if fs.NArg() != 1 {
+	var id string
+	if fs.NArg() > 0 { // flags may also follow the ID
+		id = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return 2
+		}
+	}
+	if id == "" || fs.NArg() != 0 {
 		fmt.Fprintln(stderr, "usage: baremeshctl token revoke ID")
 		return 2
 	}
@@ -88,7 +95,7 @@ func tokenRevoke(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
-	rec, err := (&identity.TokenStore{Dir: tokenDir(cfg)}).Revoke(fs.Arg(0))
+	rec, err := (&identity.TokenStore{Dir: tokenDir(cfg)}).Revoke(id)
 	if err != nil {
 		return fail(stderr, err)
 	}
