@@ -340,26 +340,32 @@ func (s *Source) deliver(c *cluster, u model.KubeUpdate, ups []config.Config, de
 // what changed in the merge: when clusters hold the same key, the one
 // whose ID sorts first wins. full replaces everything the cluster held.
 func (s *Source) deliverIstioLocked(id string, ups []config.Config, dels []config.Key, full bool) {
-	held := s.istio[id]
-	if held == nil {
-		held = map[config.Key]config.Config{}
-	}
+	old := s.istio[id]
 	touched := map[config.Key]bool{}
 	if full {
-		for k := range held {
+		for k := range old {
 			touched[k] = true
 		}
-		held = map[config.Key]config.Config{}
 	}
 	for _, c := range ups {
-		held[c.Key()] = c
 		touched[c.Key()] = true
 	}
 	for _, k := range dels {
-		delete(held, k)
 		touched[k] = true
 	}
 	before := s.winners(touched)
+	held := make(map[config.Key]config.Config, len(old)+len(ups))
+	if !full {
+		for k, c := range old {
+			held[k] = c
+		}
+	}
+	for _, c := range ups {
+		held[c.Key()] = c
+	}
+	for _, k := range dels {
+		delete(held, k)
+	}
 	if len(held) == 0 {
 		delete(s.istio, id)
 	} else {
