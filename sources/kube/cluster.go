@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -453,5 +454,6 @@ func (c *cluster) status() ClusterStatus {
 	for gvr := range c.istio {
 		st.IstioKinds = append(st.IstioKinds, gvr.Resource+"."+gvr.Group+"/"+gvr.Version)
 	}
+	sort.Strings(st.IstioKinds)
 	return st
 }

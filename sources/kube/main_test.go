@@ -74,8 +74,12 @@ func startEnv(t *testing.T, dir string, opts kube.Options) *env {
 	e := &env{dir: dir, agg: store.NewAggregate(), reg: model.NewRegistry(model.NewAllocator())}
 	sink := e.agg.AddSource("kube")
 	e.agg.Subscribe(func(evs []store.Event) {
+		ch := e.reg.Apply(evs) // what the push pipeline does
 		e.mu.Lock()
 		e.events = append(e.events, evs...)
+		if !ch.Empty() {
+			e.changes = append(e.changes, ch)
+		}
 		e.mu.Unlock()
 	})
 	opts.Dir = dir
@@ -136,7 +140,12 @@ func writeKubeconfig(t *testing.T, dir, id string, data []byte) string {
 
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	pollFor(t, 30*time.Second, what, cond)
+}
+
+func pollFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -189,4 +198,26 @@ func applyYAML(t *testing.T, c *kubetest.Cluster, manifests string) []*unstructu
 		out = append(out, u)
 	}
 	return out
+}
+
+func kubetestCRDs() (string, error) { return kubetest.IstioCRDs() }
+
+// changesOutside counts the model changes that touched a service outside
+// namespace ns.
+func (e *env) changesOutside(ns string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ch := range e.changes {
+		for _, m := range []map[model.ServiceKey]bool{ch.Services, ch.Endpoints} {
+			for k := range m {
+				if k.Namespace != ns {
+					n++
+					goto next
+				}
+			}
+		}
+	next:
+	}
+	return n
 }

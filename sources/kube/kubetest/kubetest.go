@@ -9,12 +9,14 @@
 package kubetest
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -73,6 +75,9 @@ func Start(t testing.TB, istio bool) *Cluster {
 	// A fixed certificate directory keeps the serving certificates, so a
 	// restarted API server is the same server to its clients.
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
+	// kube-apiserver drains for longer than tests want to wait; after
+	// this it is killed, as a crashed one would be.
+	env.ControlPlaneStopTimeout = 5 * time.Second
 	if istio {
 		crds, err := IstioCRDs()
 		if err != nil {
@@ -119,11 +124,25 @@ func (c *Cluster) Kubeconfig(t testing.TB, user string, groups []string) []byte 
 	return b
 }
 
-// StopAPIServer stops the API server; etcd and the data stay.
+// StopAPIServer stops the API server (SIGTERM, SIGKILL after 5 s);
+// etcd and the data stay.
 func (c *Cluster) StopAPIServer(t testing.TB) {
 	t.Helper()
-	if err := c.env.ControlPlane.APIServer.Stop(); err != nil {
+	if err := c.env.ControlPlane.APIServer.Stop(); err != nil && !strings.Contains(err.Error(), "timeout waiting") {
 		t.Fatalf("stopping kube-apiserver: %v", err)
+	}
+	addr := c.env.ControlPlane.APIServer.SecureServing.Address + ":" + c.env.ControlPlane.APIServer.SecureServing.Port
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return // the port is free
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("kube-apiserver still listening on %s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
