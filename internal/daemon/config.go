@@ -43,6 +43,13 @@ type Config struct {
 	// ConfigDirs are watched YAML directories, in precedence order.
 	// Relative paths are relative to the config file.
 	ConfigDirs []string `json:"configDirs"`
+	// Clusters is a watched directory of kubeconfig files, one per
+	// Kubernetes cluster (the file name without extension is the cluster
+	// ID); empty means no Kubernetes. Relative to the config file.
+	Clusters string `json:"clusters"`
+	// ClusterDomain is the domain of Kubernetes Service hostnames
+	// (name.namespace.svc.DOMAIN).
+	ClusterDomain string `json:"clusterDomain"`
 	// MeshConfig is the mesh config file (watched); missing means Istio's
 	// defaults.
 	MeshConfig string `json:"meshConfig"`
@@ -69,7 +76,8 @@ type Config struct {
 // Defaults returns the configuration without a file or flags.
 func Defaults() Config {
 	return Config{
-		MeshConfig:   "/etc/baremesh/meshconfig.yaml",
+		MeshConfig:    "/etc/baremesh/meshconfig.yaml",
+		ClusterDomain: "cluster.local",
 		XDSAddr:      "127.0.0.1:15010",
 		HTTPAddr:     "127.0.0.1:15014",
 		LogLevel:     "info",
@@ -194,6 +202,9 @@ func ReadFile(path string) (Config, error) {
 		if !filepath.IsAbs(d) {
 			cfg.ConfigDirs[i] = filepath.Join(base, d)
 		}
+	}
+	if cfg.Clusters != "" && !filepath.IsAbs(cfg.Clusters) {
+		cfg.Clusters = filepath.Join(base, cfg.Clusters)
 	}
 	if cfg.MeshConfig != "" && !filepath.IsAbs(cfg.MeshConfig) {
 		cfg.MeshConfig = filepath.Join(base, cfg.MeshConfig)

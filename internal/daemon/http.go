@@ -12,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/sources/kube"
 )
 
 func protoEqual(a, b proto.Message) bool { return proto.Equal(a, b) }
@@ -62,6 +63,8 @@ type configz struct {
 	Resources []configzResource `json:"resources"`
 	Rejected  []store.Problem   `json:"rejected"`
 	Conflicts []store.Conflict  `json:"conflicts"`
+	// Clusters are the Kubernetes clusters, with their connection state.
+	Clusters []kube.ClusterStatus `json:"clusters,omitempty"`
 }
 
 type snapshotInfo struct {
@@ -79,6 +82,9 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	}
 	if out.Conflicts == nil {
 		out.Conflicts = []store.Conflict{}
+	}
+	if d.kube != nil {
+		out.Clusters = d.kube.Status()
 	}
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}

@@ -32,7 +32,7 @@ func kubeObjects(t *testing.T, c *kubetest.Cluster, ns, podIP string) {
 	}
 	pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "reviews-0", Namespace: ns, Labels: map[string]string{"app": "reviews", "version": "v2"}},
-		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "bookinfo-reviews", Containers: []corev1.Container{{Name: "app", Image: "x"}}},
+		Spec:       corev1.PodSpec{NodeName: node, ServiceAccountName: "bookinfo-reviews", Containers: []corev1.Container{{Name: "app", Image: "x"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
