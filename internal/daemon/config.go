@@ -78,14 +78,14 @@ func Defaults() Config {
 	return Config{
 		MeshConfig:    "/etc/baremesh/meshconfig.yaml",
 		ClusterDomain: "cluster.local",
-		XDSAddr:      "127.0.0.1:15010",
-		HTTPAddr:     "127.0.0.1:15014",
-		LogLevel:     "info",
-		MaxFileSize:  10 << 20,
-		FileCoalesce: Duration{20 * time.Millisecond},
-		Debounce:     Duration{100 * time.Millisecond},
-		DebounceMax:  Duration{10 * time.Second},
-		GCPercent:    50,
+		XDSAddr:       "127.0.0.1:15010",
+		HTTPAddr:      "127.0.0.1:15014",
+		LogLevel:      "info",
+		MaxFileSize:   10 << 20,
+		FileCoalesce:  Duration{20 * time.Millisecond},
+		Debounce:      Duration{100 * time.Millisecond},
+		DebounceMax:   Duration{10 * time.Second},
+		GCPercent:     50,
 	}
 }
 
