@@ -48,7 +48,7 @@ type Config struct {
 	// ID); empty means no Kubernetes. Relative to the config file.
 	Clusters string `json:"clusters"`
 	// ClusterDomain is the domain of Kubernetes Service hostnames
-	// (name.namespace.svc.DOMAIN).
+	// (name.namespace.svc.DOMAIN); empty means cluster.local.
 	ClusterDomain string `json:"clusterDomain"`
 	// MeshConfig is the mesh config file (watched); missing means Istio's
 	// defaults.
@@ -76,16 +76,15 @@ type Config struct {
 // Defaults returns the configuration without a file or flags.
 func Defaults() Config {
 	return Config{
-		MeshConfig:    "/etc/baremesh/meshconfig.yaml",
-		ClusterDomain: "cluster.local",
-		XDSAddr:       "127.0.0.1:15010",
-		HTTPAddr:      "127.0.0.1:15014",
-		LogLevel:      "info",
-		MaxFileSize:   10 << 20,
-		FileCoalesce:  Duration{20 * time.Millisecond},
-		Debounce:      Duration{100 * time.Millisecond},
-		DebounceMax:   Duration{10 * time.Second},
-		GCPercent:     50,
+		MeshConfig:   "/etc/baremesh/meshconfig.yaml",
+		XDSAddr:      "127.0.0.1:15010",
+		HTTPAddr:     "127.0.0.1:15014",
+		LogLevel:     "info",
+		MaxFileSize:  10 << 20,
+		FileCoalesce: Duration{20 * time.Millisecond},
+		Debounce:     Duration{100 * time.Millisecond},
+		DebounceMax:  Duration{10 * time.Second},
+		GCPercent:    50,
 	}
 }
 

@@ -161,6 +161,18 @@ spec:
 		return seen["pod-1"] > 0 && seen["vm-1"] > 0
 	})
 	t.Logf("answered by: %v", seen)
+	var cz struct {
+		Clusters []struct {
+			ID        string `json:"id"`
+			Connected bool   `json:"connected"`
+			Synced    bool   `json:"synced"`
+			Services  int    `json:"services"`
+		} `json:"clusters"`
+	}
+	getJSON(t, "http://"+m.d.HTTPAddr()+"/debug/configz", &cz)
+	if len(cz.Clusters) != 1 || cz.Clusters[0].ID != "k1" || !cz.Clusters[0].Connected || !cz.Clusters[0].Synced || cz.Clusters[0].Services < 1 {
+		t.Fatalf("/debug/configz clusters = %+v", cz.Clusters)
+	}
 
 	// The pod leaves the slice: all traffic to the VM.
 	slice.Endpoints = nil
