@@ -39,3 +39,11 @@ func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 		}
 	})
 }
+
+// KubeStatus returns the Kubernetes clusters' state (nil without them).
+func (d *Daemon) KubeStatus() []kube.ClusterStatus {
+	if d.kube == nil {
+		return nil
+	}
+	return d.kube.Status()
+}

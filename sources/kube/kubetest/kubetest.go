@@ -9,6 +9,8 @@
 package kubetest
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -63,13 +65,25 @@ func IstioCRDs() (string, error) {
 // skips the test when the binaries are not built. Stop it when done.
 func Start(t testing.TB, istio bool) *Cluster {
 	t.Helper()
+	if Assets() == "" {
+		t.Skip("skipping: no kube-apiserver/etcd; run ../shared/tools/kube-assets (hack/test-deps.sh) or set KUBEBUILDER_ASSETS")
+	}
+	c, err := StartCluster(istio)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// StartCluster is Start for programs (examples/mixed-mesh).
+func StartCluster(istio bool) (*Cluster, error) {
 	dir := Assets()
 	if dir == "" {
-		t.Skip("skipping: no kube-apiserver/etcd; run ../shared/tools/kube-assets (hack/test-deps.sh) or set KUBEBUILDER_ASSETS")
+		return nil, errors.New("no kube-apiserver/etcd: run shared/tools/kube-assets or set KUBEBUILDER_ASSETS")
 	}
 	certDir, err := os.MkdirTemp("", "kubetest-certs-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
 	// A fixed certificate directory keeps the serving certificates, so a
@@ -81,18 +95,18 @@ func Start(t testing.TB, istio bool) *Cluster {
 	if istio {
 		crds, err := IstioCRDs()
 		if err != nil {
-			t.Fatalf("finding istio.io/api's CRDs: %v", err)
+			return nil, fmt.Errorf("finding istio.io/api's CRDs: %w", err)
 		}
 		env.CRDInstallOptions = envtest.CRDInstallOptions{Paths: []string{crds}}
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		t.Fatalf("starting kube-apiserver from %s: %v", dir, err)
+		return nil, fmt.Errorf("starting kube-apiserver from %s: %w", dir, err)
 	}
 	c := &Cluster{env: env, Config: cfg}
 	c.Client = kubernetes.NewForConfigOrDie(cfg)
 	c.Dyn = dynamic.NewForConfigOrDie(cfg)
-	return c
+	return c, nil
 }
 
 // InstallCRDs installs the CRDs of a manifest file (for CRDs that appear
@@ -108,6 +122,15 @@ func (c *Cluster) InstallCRDs(t testing.TB, path string) {
 // system:masters).
 func (c *Cluster) Kubeconfig(t testing.TB, user string, groups []string) []byte {
 	t.Helper()
+	b, err := c.KubeconfigFor(user, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// KubeconfigFor is Kubeconfig for programs.
+func (c *Cluster) KubeconfigFor(user string, groups []string) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if groups == nil {
@@ -115,13 +138,9 @@ func (c *Cluster) Kubeconfig(t testing.TB, user string, groups []string) []byte 
 	}
 	u, err := c.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	b, err := u.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return u.KubeConfig()
 }
 
 // StopAPIServer stops the API server (SIGTERM, SIGKILL after 5 s);
