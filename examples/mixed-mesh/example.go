@@ -102,9 +102,9 @@ func start(ctx context.Context, o options) (ex *example, err error) {
 		return nil, err
 	}
 	for name, data := range map[string][]byte{
-		"baremesh.yaml":       cfgFile,
-		"conf.d/vm.yaml":      []byte(strings.ReplaceAll(string(vm), "VM_PORT", strconv.Itoa(vmPort))),
-		"clusters.d/k1.yaml":  kc,
+		"baremesh.yaml":      cfgFile,
+		"conf.d/vm.yaml":     []byte(strings.ReplaceAll(string(vm), "VM_PORT", strconv.Itoa(vmPort))),
+		"clusters.d/k1.yaml": kc,
 	} {
 		p := filepath.Join(work, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
