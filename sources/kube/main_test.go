@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 
 // cluster returns the package's API server named name, started on first
 // use (with Istio's CRDs when istio).
-func cluster(t *testing.T, name string, istio bool) *kubetest.Cluster {
+func cluster(t testing.TB, name string, istio bool) *kubetest.Cluster {
 	t.Helper()
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
@@ -125,7 +125,7 @@ func (e *env) counts() (events, changes int) {
 	return len(e.events), len(e.changes)
 }
 
-func writeKubeconfig(t *testing.T, dir, id string, data []byte) string {
+func writeKubeconfig(t testing.TB, dir, id string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, id+".yaml")
 	tmp := filepath.Join(dir, "."+id+".tmp")
@@ -154,7 +154,7 @@ func pollFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func ensureNamespace(t *testing.T, c *kubetest.Cluster, ns string, labels map[string]string) {
+func ensureNamespace(t testing.TB, c *kubetest.Cluster, ns string, labels map[string]string) {
 	t.Helper()
 	_, err := c.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
