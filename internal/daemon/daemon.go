@@ -22,6 +22,7 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/sources/file"
+	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/xdsserver"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/cds"
@@ -45,6 +46,7 @@ type Daemon struct {
 	xdsLis, httpLis net.Listener
 	extra           []route
 	id              *identityParts // nil when tlsAddr is unset (identity.go)
+	kube            *kube.Source   // nil without clusters
 }
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows
@@ -117,6 +119,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			Coalesce: d.cfg.FileCoalesce.Duration, Logger: d.log.With("component", "file"), Metrics: fileMetrics,
 		}, sink))
 	}
+	d.startKube(ctx, goRun) // after the files, before baremesh's own state: the precedence
 	d.agg.AttachMemory("baremesh", d.own)
 	for _, w := range watchers {
 		goRun(func() {
