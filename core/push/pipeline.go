@@ -71,8 +71,9 @@ func NewPipeline(st store.Reader, reg *model.Registry, mesh *meshv1alpha1.MeshCo
 // AddListener registers l; call before Run.
 func (p *Pipeline) AddListener(l Listener) { p.listeners = append(p.listeners, l) }
 
-// Current returns the latest snapshot, or nil before the first.
-func (p *Pipeline) Current() *PushContext { return p.current.Load() }
+// Current returns the latest snapshot with its endpoints pinned now
+// (PushContext.Pin), or nil before the first.
+func (p *Pipeline) Current() *PushContext { return p.current.Load().Pin() }
 
 // Ready is closed when the first snapshot is published.
 func (p *Pipeline) Ready() <-chan struct{} { return p.ready }

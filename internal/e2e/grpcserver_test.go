@@ -17,7 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/xds"
 
-	"github.com/baremesh/baremesh/xdsserver"
+	"github.com/baremesh/baremesh/xdsserver/ads"
 )
 
 // TestGRPCGoXDSServer: grpc-go's xDS-enabled server asks baremeshd for
@@ -96,7 +96,7 @@ func TestNACKIsNotResent(t *testing.T) {
 	// duplicate endpoint, which grpc-go NACKs.
 	dup := map[string]*backend{"a1": bs["a1"], "a1-again": bs["a1"], "b1": bs["b1"]}
 	m.write("echo.yaml", echoService(dup, map[string]string{"a1": "v1", "a1-again": "v1", "b1": "v2"}))
-	var cds xdsserver.SyncStatus
+	var cds ads.SyncStatus
 	poll(t, "EDS NACK on syncz", func() bool {
 		cds = typeStatus(m, "nack", "eds")
 		return cds.LastNack != nil
@@ -140,7 +140,7 @@ func TestNACKIsNotResent(t *testing.T) {
 	allTo(t, ctx, cc, "a1")
 }
 
-func typeStatus(m *mesh, proxy, typ string) xdsserver.SyncStatus {
+func typeStatus(m *mesh, proxy, typ string) ads.SyncStatus {
 	for _, p := range m.d.XDS().Syncz() {
 		if !strings.Contains(p.ID, "~"+proxy+".") {
 			continue
@@ -151,5 +151,5 @@ func typeStatus(m *mesh, proxy, typ string) xdsserver.SyncStatus {
 			}
 		}
 	}
-	return xdsserver.SyncStatus{}
+	return ads.SyncStatus{}
 }

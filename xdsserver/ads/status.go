@@ -1,12 +1,10 @@
-package xdsserver
+package ads
 
 import (
-	"encoding/json"
-	"net/http"
 	"sort"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // SyncStatus is one type's state on one connection, as /debug/syncz shows.
@@ -43,12 +41,12 @@ type ProxyStatus struct {
 // Syncz returns every connection's state.
 func (s *Server) Syncz() []ProxyStatus {
 	var out []ProxyStatus
-	for _, c := range s.Conns() {
+	for _, c := range s.connsSorted() {
 		ps := ProxyStatus{ID: c.proxy.ID, Conn: c.id, Peer: c.peer, Type: string(c.proxy.Type), Proxyless: c.proxy.Proxyless,
 			Namespace: c.proxy.Namespace, IPs: c.proxy.IPs, Connected: c.connected}
 		c.mu.Lock()
-		for t, w := range c.watches {
-			ss := SyncStatus{Type: shortType(t), Names: len(w.names), Wildcard: w.wildcard, SentVersion: w.sentVer, SentNonce: w.sentNonce,
+		for _, w := range c.subs {
+			ss := SyncStatus{Type: w.typ.Short, Names: len(w.names), Wildcard: w.wildcard, SentVersion: w.sentVer, SentNonce: w.sentNonce,
 				SentAt: w.sentAt, Resources: len(w.held), AckedVer: w.ackedVer, AckedAt: w.ackedAt, GenError: w.genErr,
 				Requests: w.requests, Acks: w.acks, Nacks: w.nacks}
 			if w.nack != nil {
@@ -64,65 +62,36 @@ func (s *Server) Syncz() []ProxyStatus {
 	return out
 }
 
-// SyncHandler serves /debug/syncz.
-func (s *Server) SyncHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		st := s.Syncz()
-		if st == nil {
-			st = []ProxyStatus{}
-		}
-		writeJSON(w, st)
-	})
+// Dump is what one connection was last sent, by short type name.
+type Dump struct {
+	Connection string
+	Types      map[string][]*anypb.Any
+	// Errors are resources that could not be decoded, by short type.
+	Errors map[string][]error
 }
 
-// ConfigDumpHandler serves /debug/config_dump?proxy=ID: what the proxy
-// (every connection whose proxy ID or connection ID is ID) was last sent,
-// by type.
-func (s *Server) ConfigDumpHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.URL.Query().Get("proxy")
-		if id == "" {
-			http.Error(w, "missing ?proxy=ID (see /debug/syncz)", http.StatusBadRequest)
-			return
+// Dumps returns what every connection whose proxy ID or connection ID is
+// id holds, by type (for /debug/config_dump).
+func (s *Server) Dumps(id string) []Dump {
+	var out []Dump
+	for _, c := range s.connsSorted() {
+		if c.proxy.ID != id && c.id != id {
+			continue
 		}
-		type dump struct {
-			Connection string                       `json:"connection"`
-			Types      map[string][]json.RawMessage `json:"types"`
-		}
-		var out []dump
-		for _, c := range s.Conns() {
-			if c.proxy.ID != id && c.id != id {
-				continue
-			}
-			d := dump{Connection: c.id, Types: map[string][]json.RawMessage{}}
-			c.mu.Lock()
-			for t, wa := range c.watches {
-				for _, e := range wa.held {
-					a, err := e.any()
-					var b []byte
-					if err == nil {
-						b, err = protojson.Marshal(a)
-					}
-					if err != nil {
-						b, _ = json.Marshal(map[string]string{"error": err.Error()})
-					}
-					d.Types[shortType(t)] = append(d.Types[shortType(t)], b)
+		d := Dump{Connection: c.id, Types: map[string][]*anypb.Any{}, Errors: map[string][]error{}}
+		c.mu.Lock()
+		for _, w := range c.subs {
+			for _, e := range w.held {
+				a, err := e.Any()
+				if err != nil {
+					d.Errors[w.typ.Short] = append(d.Errors[w.typ.Short], err)
+					continue
 				}
+				d.Types[w.typ.Short] = append(d.Types[w.typ.Short], a)
 			}
-			c.mu.Unlock()
-			out = append(out, d)
 		}
-		if out == nil {
-			http.Error(w, "no connected proxy "+id, http.StatusNotFound)
-			return
-		}
-		writeJSON(w, out)
-	})
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+		c.mu.Unlock()
+		out = append(out, d)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package xdsserver
+package wire
 
 import (
 	"bytes"

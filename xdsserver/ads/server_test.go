@@ -1,4 +1,4 @@
-package xdsserver
+package ads
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // These tests drive the ADS protocol state machine with a raw stream, so
@@ -25,6 +27,15 @@ import (
 // here is a stand-in that returns one listener per requested name, with a
 // port the test controls: the real generators and real gRPC xDS clients
 // are tested in the gen packages and in realclient_test.go.
+
+// typesWith returns the types of gens, each generating with its stand-in.
+func typesWith(gens map[*xdstype.Type]gen.Generator) []*xdstype.Type {
+	var out []*xdstype.Type
+	for t, g := range gens {
+		out = append(out, t.With(g))
+	}
+	return out
+}
 
 type fixedSnaps struct {
 	pc atomic.Pointer[push.PushContext]
@@ -51,7 +62,7 @@ func newEnv(t *testing.T) *env {
 	// The stand-in generator reads e.port, an input outside any cache key,
 	// so these protocol tests run without the caches (cache_test.go tests
 	// them).
-	e.srv = New(e.snaps, Options{NoCache: true, Generators: map[string]gen.Generator{gen.ListenerType: func(in gen.Input) ([]gen.Resource, error) {
+	e.srv = New(e.snaps, Options{NoCache: true, Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Listener: func(in gen.Input) ([]gen.Resource, error) {
 		e.gens.Add(1)
 		e.asked.Store(&in.Names)
 		var out []gen.Resource
@@ -63,7 +74,7 @@ func newEnv(t *testing.T) *env {
 			out = append(out, gen.Resource{Name: n, Resource: &listenerv3.Listener{Name: n, Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: "0.0.0.0", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port.Load()}}}}}})
 		}
 		return out, nil
-	}}})
+	}})})
 	e.client = serveForTest(t, e.srv)
 	return e
 }
@@ -72,7 +83,7 @@ func newEnv(t *testing.T) *env {
 // ADS client connected to it.
 func serveForTest(t *testing.T, srv *Server) discovery.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	g := grpc.NewServer(GRPCServerOptions()...)
+	g := grpc.NewServer(wire.GRPCServerOptions()...)
 	srv.Register(g)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -141,7 +152,7 @@ var node = &corev3.Node{Id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local"}
 
 func (s *stream) send(version, nonce string, names []string, nackMsg string) {
 	s.t.Helper()
-	r := &discovery.DiscoveryRequest{Node: node, TypeUrl: gen.ListenerType, VersionInfo: version, ResponseNonce: nonce, ResourceNames: names}
+	r := &discovery.DiscoveryRequest{Node: node, TypeUrl: xdstype.Listener.URL, VersionInfo: version, ResponseNonce: nonce, ResourceNames: names}
 	if nackMsg != "" {
 		r.ErrorDetail = &statuspb.Status{Code: 3, Message: nackMsg}
 	}
@@ -226,7 +237,7 @@ func TestNoOpPushSendsNothing(t *testing.T) {
 func TestBadNodeIsRefused(t *testing.T) {
 	e := newEnv(t)
 	s := e.open(t)
-	if err := s.st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "bogus~1.2.3.4~a.b~c"}, TypeUrl: gen.ListenerType}); err != nil {
+	if err := s.st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "bogus~1.2.3.4~a.b~c"}, TypeUrl: xdstype.Listener.URL}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := <-s.rx; ok {

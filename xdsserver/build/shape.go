@@ -1,4 +1,4 @@
-package xdsserver
+package build
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // shapeKey is every input of a proxy's LDS, CDS or RDS: the snapshot (by
@@ -51,7 +53,7 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []str
 		k.endpoints = pc.Endpoints.Generation()
 	}
 	if names != nil {
-		k.names = namesHash(names)
+		k.names = wire.NamesHash(names)
 	}
 	return k
 }
@@ -84,31 +86,22 @@ type shapeEntry struct {
 	joinBuf  mem.Buffer
 	done     chan struct{}
 	names    []string // the subscription, checked on a hit: the key holds only its hash
-	res      []*encoded
+	res      []*wire.Resource
 	err      error
 }
 
-// generateShape builds LDS, CDS or RDS through the cache. In assert mode
-// a hit is checked against a fresh generation for the real proxy: a
-// difference means the key misses an input.
+// joined gives the whole output framed as one buffer, made on first use.
 func (e *shapeEntry) joined() mem.Buffer {
-	e.joinOnce.Do(func() {
-		n := 0
-		for _, r := range e.res {
-			n += len(r.framed)
-		}
-		b := make([]byte, 0, n)
-		for _, r := range e.res {
-			b = append(b, r.framed...)
-		}
-		e.joinBuf = mem.SliceBuffer(b)
-	})
+	e.joinOnce.Do(func() { e.joinBuf = wire.Joined(e.res) })
 	return e.joinBuf
 }
 
-func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []string, req *push.Request) ([]*encoded, func() mem.Buffer, error) {
-	sc := c.s.shapes
-	k := newShapeKey(pc, typeURL, c.proxy, names)
+// buildShape builds a whole LDS, CDS or RDS output through the cache. In
+// assert mode a hit is checked against a fresh generation for the real
+// proxy: a difference means the key misses an input.
+func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string) ([]*wire.Resource, func() mem.Buffer, error) {
+	sc := b.shapes
+	k := newShapeKey(pc, t.URL, p, names)
 	sc.mu.Lock()
 	if k.push > sc.push {
 		sc.push, sc.m = k.push, map[shapeKey]*shapeEntry{}
@@ -125,33 +118,37 @@ func (c *conn) generateShape(pc *push.PushContext, typeURL string, names []strin
 		}
 	}
 	sc.mu.Unlock()
+	in := shapeInput{key: k, pc: pc, names: names}
 	if e == nil { // an older snapshot than the cache's: no caching
-		res, err := c.encode(typeURL, gen.Input{Push: pc, Proxy: k.proxy(), Names: names, Request: req})
+		res, err := b.generateShape(t, in)
 		return res, nil, err
 	}
 	if owner {
-		e.res, e.err = c.encode(typeURL, gen.Input{Push: pc, Proxy: k.proxy(), Names: names, Request: req})
+		e.res, e.err = b.generateShape(t, in)
 		close(e.done)
 	} else {
 		<-e.done
 	}
-	if c.s.assert {
-		fresh, err := c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
-		if err != nil || !sameEncoded(fresh, e.res) {
-			c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: %s for proxy %s differs from the cached output of its key: the key misses an input (err %v)", shortType(typeURL), c.proxy.ID, err))
+	if b.assert {
+		fresh, err := b.encode(t, gen.Input{Push: pc, Proxy: p, Names: names})
+		if err != nil || !wire.Same(fresh, e.res) {
+			b.mismatch(fmt.Sprintf("baremesh cache assert: %s for proxy %s differs from the cached output of its key: the key misses an input (err %v)", t.Short, p.ID, err))
 		}
 	}
 	return e.res, e.joined, e.err
 }
 
-func sameEncoded(a, b []*encoded) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].name != b[i].name || a[i].sum != b[i].sum {
-			return false
-		}
-	}
-	return true
+// shapeInput is a shapeKey with what it names: the snapshot of version
+// k.push (pinned, so its endpoints are those of k.endpoints) and the
+// subscription whose hash is k.names.
+type shapeInput struct {
+	key   shapeKey
+	pc    *push.PushContext
+	names []string
+}
+
+// generateShape is the cached generation: it receives its key (with the
+// snapshot and names the key names) and nothing else.
+func (b *Builder) generateShape(t *xdstype.Type, in shapeInput) ([]*wire.Resource, error) {
+	return b.encode(t, gen.Input{Push: in.pc, Proxy: in.key.proxy(), Names: in.names})
 }

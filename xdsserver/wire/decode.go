@@ -1,4 +1,4 @@
-package xdsserver
+package wire
 
 import (
 	"fmt"
@@ -18,13 +18,13 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// sotwRequest is a SotW DiscoveryRequest as the codec decodes it. Every
+// Request is a SotW DiscoveryRequest as the codec decodes it. Every
 // ACK of an EDS response repeats the whole subscription, thousands of
 // cluster names. The codec leaves them in one copy of the message,
 // summarised by their count, one hash of their bytes as sent and whether
-// "*" is among them; the stream's resolver then makes them a shared list
+// "*" is among them; the stream's Resolver then makes them a shared list
 // and gives the copy back. Until then, strings point into the copy.
-type sotwRequest struct {
+type Request struct {
 	discovery.DiscoveryRequest // ResourceNames unset unless decoded by the proto runtime
 	buf                        []byte
 	pooled                     *[]byte // buf's buffer from requestPool
@@ -33,18 +33,18 @@ type sotwRequest struct {
 	star                       bool
 	// list is the subscription as a shared list, once resolved (nil for
 	// a wildcard).
-	list *nameList
+	List *NameList
 }
 
 // decodeRequest decodes a SotW DiscoveryRequest into a copy of its bytes
 // from requestPool. The names are hashed as one span of bytes, not
-// split out or checked: the resolver checks them (UTF-8, as the proto
+// split out or checked: the Resolver checks them (UTF-8, as the proto
 // runtime would) when they differ from the stream's previous request.
 // Fields this decoder does not know go through the proto runtime.
-func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
+func decodeRequest(data mem.BufferSlice, r *Request) error {
 	pooled := requestPool.Get(data.Len())
 	b := (*pooled)[:data.CopyTo(*pooled)]
-	*r = sotwRequest{buf: b, pooled: pooled}
+	*r = Request{buf: b, pooled: pooled}
 	str := func(v []byte) (string, error) {
 		return unsafe.String(unsafe.SliceData(v), len(v)), validUTF8(v)
 	}
@@ -102,27 +102,27 @@ func decodeRequest(data mem.BufferSlice, r *sotwRequest) error {
 	return nil
 }
 
-func fallbackDecode(data mem.BufferSlice, r *sotwRequest) error {
+func fallbackDecode(data mem.BufferSlice, r *Request) error {
 	if r.pooled != nil {
 		requestPool.Put(r.pooled)
 	}
-	*r = sotwRequest{}
+	*r = Request{}
 	if err := proto.Unmarshal(data.Materialize(), &r.DiscoveryRequest); err != nil {
 		return err
 	}
-	r.summarise()
+	r.Summarise()
 	return nil
 }
 
-// summarise takes the summary of names decoded by the proto runtime (or
+// Summarise takes the summary of names decoded by the proto runtime (or
 // another codec).
-func (r *sotwRequest) summarise() {
-	r.nNames, r.wireSum, r.star = len(r.ResourceNames), namesHash(r.ResourceNames), slices.Contains(r.ResourceNames, "*")
+func (r *Request) Summarise() {
+	r.nNames, r.wireSum, r.star = len(r.ResourceNames), NamesHash(r.ResourceNames), slices.Contains(r.ResourceNames, "*")
 }
 
 // names returns the resource names in the order the client sent them,
 // checked for UTF-8.
-func (r *sotwRequest) names() ([]string, error) {
+func (r *Request) names() ([]string, error) {
 	if r.buf == nil {
 		return r.ResourceNames, nil
 	}
@@ -138,7 +138,7 @@ func (r *sotwRequest) names() ([]string, error) {
 
 // namesAre reports whether the request's names are names, in order,
 // without making strings of them.
-func (r *sotwRequest) namesAre(names []string) bool {
+func (r *Request) namesAre(names []string) bool {
 	if r.nNames != len(names) {
 		return false
 	}
@@ -157,7 +157,7 @@ func (r *sotwRequest) namesAre(names []string) bool {
 
 // rawNames yields the bytes of each resource name in r.buf (already
 // checked by decodeRequest's framing pass).
-func (r *sotwRequest) rawNames() iter.Seq[[]byte] {
+func (r *Request) rawNames() iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
 		for b := r.buf; len(b) > 0; {
 			num, _, n := protowire.ConsumeTag(b)
@@ -171,24 +171,27 @@ func (r *sotwRequest) rawNames() iter.Seq[[]byte] {
 	}
 }
 
-// resolver turns the names of a stream's requests into shared lists on
+// Resolver turns the names of a stream's requests into shared lists on
 // the stream's receiving goroutine and gives each message's copy back:
 // requests that wait for the connection's loop (busy sending megabytes
 // during a connect storm) then hold no copy of thousands of names. A
 // request repeating the names of the stream's previous request of its
 // type gets the same list for the cost of one hash.
-type resolver struct {
-	shared *lists
+type Resolver struct {
+	Shared *Lists
 	last   map[string]resolvedList // by type URL
 }
 
 type resolvedList struct {
 	sum  uint64
 	n    int
-	list *nameList
+	list *NameList
 }
 
-func (rs *resolver) resolve(r *sotwRequest) error {
+func (rs *Resolver) Resolve(r *Request) error {
+	if r.buf == nil {
+		r.Summarise() // decoded by the proto runtime or another codec
+	}
 	defer r.release()
 	if r.star && r.nNames > 1 {
 		if _, err := r.names(); err != nil {
@@ -200,11 +203,11 @@ func (rs *resolver) resolve(r *sotwRequest) error {
 	}
 	last, ok := rs.last[r.TypeUrl]
 	if ok && last.sum == r.wireSum && last.n == r.nNames {
-		r.list = last.list
+		r.List = last.list
 		return nil
 	}
-	if l := rs.shared.byWire(r.wireSum); l != nil && r.namesAre(l.names) {
-		r.list = l // another stream sent the same names
+	if l := rs.Shared.byWire(r.wireSum); l != nil && r.namesAre(l.Names) {
+		r.List = l // another stream sent the same names
 	} else {
 		names, err := r.names()
 		if err != nil {
@@ -213,19 +216,19 @@ func (rs *resolver) resolve(r *sotwRequest) error {
 		if !slices.IsSorted(names) {
 			names = slices.Sorted(slices.Values(names))
 		}
-		r.list = rs.shared.get(namesHash(names), names) // copies the names it keeps
-		rs.shared.setWire(r.wireSum, r.list)
+		r.List = rs.Shared.Get(NamesHash(names), names) // copies the names it keeps
+		rs.Shared.setWire(r.wireSum, r.List)
 	}
 	if rs.last == nil {
 		rs.last = map[string]resolvedList{}
 	}
-	rs.last[unique.Make(r.TypeUrl).Value()] = resolvedList{r.wireSum, r.nNames, r.list}
+	rs.last[unique.Make(r.TypeUrl).Value()] = resolvedList{r.wireSum, r.nNames, r.List}
 	return nil
 }
 
 // release gives the message's copy back to the pool, first copying the
 // strings that point into it.
-func (r *sotwRequest) release() {
+func (r *Request) release() {
 	if r.pooled == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package xdsserver
+package ads
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // Delta protocol tests, step by step against the rules of Envoy's xDS
@@ -37,7 +37,7 @@ func (e *env) openDelta(t *testing.T) *dstream {
 
 func (s *dstream) send(r *discovery.DeltaDiscoveryRequest) {
 	s.t.Helper()
-	r.Node, r.TypeUrl = node, gen.ListenerType
+	r.Node, r.TypeUrl = node, xdstype.Listener.URL
 	if err := s.st.Send(r); err != nil {
 		s.t.Fatal(err)
 	}

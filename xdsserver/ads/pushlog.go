@@ -1,8 +1,7 @@
-package xdsserver
+package ads
 
 import (
-	stdmaps "maps"
-	"net/http"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -10,9 +9,9 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 )
 
-// pushView is one push as /debug/pushz shows it: what triggered it and
+// PushView is one push as /debug/pushz shows it: what triggered it and
 // what it cost across every connection it reached.
-type pushView struct {
+type PushView struct {
 	At        time.Time      `json:"at"`
 	Full      bool           `json:"full"`
 	Reasons   map[string]int `json:"reasons"`
@@ -30,7 +29,7 @@ type pushView struct {
 // pushRecord is a pushView being filled in by the connections.
 type pushRecord struct {
 	mu sync.Mutex
-	v  pushView
+	v  PushView
 }
 
 const pushHistory = 100
@@ -54,7 +53,7 @@ func keys[K interface {
 }
 
 func (l *pushLog) add(req *push.Request, proxies int) *pushRecord {
-	r := &pushRecord{v: pushView{At: time.Now(), Full: req.Full, Reasons: req.Reasons, Proxies: proxies, Responses: map[string]int{},
+	r := &pushRecord{v: PushView{At: time.Now(), Full: req.Full, Reasons: req.Reasons, Proxies: proxies, Responses: map[string]int{},
 		Configs: keys(req.Configs), Services: keys(req.Services), Endpoints: keys(req.Endpoints)}}
 	l.mu.Lock()
 	l.recs = append(l.recs, r)
@@ -81,21 +80,19 @@ func (r *pushRecord) finished() {
 	r.mu.Unlock()
 }
 
-// PushzHandler serves /debug/pushz: the recent pushes, newest first.
-func (s *Server) PushzHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		s.pushes.mu.Lock()
-		recs := slices.Clone(s.pushes.recs)
-		s.pushes.mu.Unlock()
-		out := make([]pushView, 0, len(recs))
-		for i := len(recs) - 1; i >= 0; i-- {
-			r := recs[i]
-			r.mu.Lock()
-			v := r.v
-			v.Responses = stdmaps.Clone(v.Responses)
-			r.mu.Unlock()
-			out = append(out, v)
-		}
-		writeJSON(w, out)
-	})
+// Pushes returns the recent pushes, newest first.
+func (s *Server) Pushes() []PushView {
+	s.pushes.mu.Lock()
+	recs := slices.Clone(s.pushes.recs)
+	s.pushes.mu.Unlock()
+	out := make([]PushView, 0, len(recs))
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
+		r.mu.Lock()
+		v := r.v
+		v.Responses = maps.Clone(v.Responses)
+		r.mu.Unlock()
+		out = append(out, v)
+	}
+	return out
 }

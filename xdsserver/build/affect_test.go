@@ -1,7 +1,6 @@
-package xdsserver
+package build
 
 import (
-	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 func snapshotOf(t *testing.T, manifests ...string) *push.PushContext {
@@ -61,10 +61,10 @@ spec:
 		{"mesh config", sidecarB, &push.Request{Full: true, Reasons: map[string]int{"mesh": 1}}, []string{"cds", "eds", "lds", "rds"}},
 	}
 	for _, tc := range cases {
-		got := affectedTypes(pc, tc.proxy, tc.req)
+		got := Affected(xdstype.All, pc, tc.proxy, tc.req)
 		var short []string
-		for _, t := range slices.Sorted(maps.Keys(got)) {
-			short = append(short, shortType(t))
+		for t := range got {
+			short = append(short, t.Short)
 		}
 		slices.Sort(short)
 		if !slices.Equal(short, tc.want) {

@@ -1,4 +1,12 @@
-package xdsserver
+// Package wire owns the bytes of xDS: resources encoded once and shared
+// (Resource, Interner), subscription name lists and held lists shared by
+// content between connections, the request decoders that read names
+// without copying them per proxy, the response framing, and the gRPC codec
+// and server options that send pre-encoded parts.
+//
+// It imports core and xdsserver/gen (the Resource a generator returns),
+// never the protocol (ads) or the generation stage (build).
+package wire
 
 import (
 	"crypto/sha256"
@@ -7,7 +15,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 	"unique"
 
 	"google.golang.org/grpc"
@@ -18,18 +25,17 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
 
-// encoded is one generated resource, encoded once, as an Any framed as
+// Resource is one generated resource, encoded once, as an Any framed as
 // field 2 of a DiscoveryResponse (which is also field 2 of a Delta
 // Resource). It is shared by every connection that holds it and never
 // altered.
-type encoded struct {
-	name   string
-	sum    [32]byte // of type URL and bytes
+type Resource struct {
+	Name   string
+	Sum    [32]byte // of type URL and bytes
 	framed []byte   // tag, length, Any bytes
 	off    int      // where the Any bytes start in framed
 	// buf is framed, boxed once for gRPC's codec.
@@ -42,9 +48,9 @@ type encoded struct {
 
 // deltaBuf returns the resource framed for Delta: tag, length, then
 // Resource{version 1, resource 2, name 3}.
-func (e *encoded) deltaBuf() mem.Buffer {
+func (e *Resource) deltaBuf() mem.Buffer {
 	e.deltaOnce.Do(func() {
-		ver, name := stringField(1, e.version()), stringField(3, e.name)
+		ver, name := stringField(1, e.Version()), stringField(3, e.Name)
 		n := len(ver) + len(e.framed) + len(name)
 		b := protowire.AppendTag(make([]byte, 0, n+8), 2, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(n))
@@ -54,59 +60,33 @@ func (e *encoded) deltaBuf() mem.Buffer {
 	return e.delta
 }
 
-func (e *encoded) anyBytes() []byte { return e.framed[e.off:] }
+func (e *Resource) anyBytes() []byte { return e.framed[e.off:] }
 
-// version is the resource's Delta version.
-func (e *encoded) version() string { return hex.EncodeToString(e.sum[:8]) }
+// Version is the resource's Delta version.
+func (e *Resource) Version() string { return hex.EncodeToString(e.Sum[:8]) }
 
-// any decodes the resource (for config_dump).
-func (e *encoded) any() (*anypb.Any, error) {
+// Any decodes the resource (for config_dump).
+func (e *Resource) Any() (*anypb.Any, error) {
 	a := &anypb.Any{}
 	return a, proto.Unmarshal(e.anyBytes(), a)
 }
 
-func findHeld(held []*encoded, name string) *encoded {
-	i, ok := slices.BinarySearchFunc(held, name, func(e *encoded, n string) int { return strings.Compare(e.name, n) })
+// Find returns the resource of held (sorted by name) named name, or nil.
+func Find(held []*Resource, name string) *Resource {
+	i, ok := slices.BinarySearchFunc(held, name, func(e *Resource, n string) int { return strings.Compare(e.Name, n) })
 	if !ok {
 		return nil
 	}
 	return held[i]
 }
 
-// generate runs the type's generator under the generation bound, through
-// the caches. names nil is a wildcard subscription.
-// joined, when not nil, gives the whole result framed as one buffer.
-// list, if not nil, is the shared subscription list names is (not a
-// part of it).
-func (c *conn) generate(pc *push.PushContext, typeURL string, names []string, list *nameList, req *push.Request) (res []*encoded, joined func() mem.Buffer, err error) {
-	start := time.Now()
-	c.s.genSem <- struct{}{}
-	defer func() {
-		<-c.s.genSem
-		c.s.metrics.genTime.WithLabelValues(shortType(typeURL)).Observe(time.Since(start).Seconds())
-	}()
-	switch {
-	case c.s.eds == nil:
-	case typeURL == gen.EndpointType && names != nil:
-		res, err = c.generateEDS(pc, names, list, req)
-		return res, nil, err
-	case typeURL == gen.ListenerType || typeURL == gen.ClusterType || typeURL == gen.RouteType:
-		return c.generateShape(pc, typeURL, names, req)
-	}
-	res, err = c.encode(typeURL, gen.Input{Push: pc, Proxy: c.proxy, Names: names, Request: req})
-	return res, nil, err
-}
-
-// encode runs a generator and encodes what it returns: each resource is
-// marshalled once, deterministically, straight into its framed Any. The
-// result is sorted by name (what the Delta and the incremental SotW
-// bookkeeping walk), once per generation rather than per proxy.
-func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
-	res, err := c.s.opts.Generators[typeURL](in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*encoded, 0, len(res))
+// Encode encodes what a generator returned: each resource is marshalled
+// once, deterministically, straight into its framed Any, and shared
+// through in. The result is sorted by name (what the Delta and the
+// incremental SotW bookkeeping walk), once per generation rather than per
+// proxy.
+func Encode(typeURL string, res []gen.Resource, in *Interner) ([]*Resource, error) {
+	out := make([]*Resource, 0, len(res))
 	for _, r := range res {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r.Resource)
 		if err != nil {
@@ -127,29 +107,52 @@ func (c *conn) encode(typeURL string, in gen.Input) ([]*encoded, error) {
 		h.Write(f[off:])
 		// Names are interned, as subscription lists are: equal names are
 		// then one string, and comparing them costs a pointer compare.
-		e := &encoded{name: unique.Make(r.Name).Value(), framed: f, off: off, buf: mem.SliceBuffer(f)}
-		copy(e.sum[:], h.Sum(nil))
-		out = append(out, c.s.interned.intern(e))
+		e := &Resource{Name: unique.Make(r.Name).Value(), framed: f, off: off, buf: mem.SliceBuffer(f)}
+		copy(e.Sum[:], h.Sum(nil))
+		out = append(out, in.Intern(e))
 	}
-	if !slices.IsSortedFunc(out, byName) {
-		slices.SortFunc(out, byName)
+	if !slices.IsSortedFunc(out, ByName) {
+		slices.SortFunc(out, ByName)
 	}
 	return out, nil
 }
 
-// rawMsg is a response already encoded as parts; the codec sends the
-// parts as they are, so resources shared by thousands of proxies are
-// never copied per proxy.
-type rawMsg struct{ parts mem.BufferSlice }
+// ByName orders resources by name.
+func ByName(a, b *Resource) int { return strings.Compare(a.Name, b.Name) }
 
-func (m *rawMsg) size() int { return m.parts.Len() }
+// Same reports whether a and b are the same resources, in order.
+func Same(a, b []*Resource) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Sum != b[i].Sum {
+			return false
+		}
+	}
+	return true
+}
 
-// codec passes rawMsg through and leaves everything else to gRPC's proto
+// Joined frames res as one buffer: a whole set then goes out as one part
+// that gRPC writes without copying it into frame-sized pieces.
+func Joined(res []*Resource) mem.Buffer {
+	return joinFramed(res, func(e *Resource) []byte { return e.framed })
+}
+
+// Msg is a response already encoded as parts; the codec sends the parts
+// as they are, so resources shared by thousands of proxies are never
+// copied per proxy.
+type Msg struct{ parts mem.BufferSlice }
+
+// Size is the message's length in bytes.
+func (m *Msg) Size() int { return m.parts.Len() }
+
+// codec passes Msg through and leaves everything else to gRPC's proto
 // codec.
 type codec struct{ proto encoding.CodecV2 }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(*rawMsg); ok {
+	if m, ok := v.(*Msg); ok {
 		return coalesce(m.parts), nil
 	}
 	return c.proto.Marshal(v)
@@ -199,7 +202,7 @@ func coalesce(parts mem.BufferSlice) mem.BufferSlice {
 }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*sotwRequest); ok {
+	if r, ok := v.(*Request); ok {
 		return decodeRequest(data, r)
 	}
 	if r, ok := v.(*discovery.DeltaDiscoveryRequest); ok {
@@ -249,17 +252,17 @@ func stringBuf(num protowire.Number, s string) mem.Buffer {
 
 // partsCap is the number of parts of a response: the resources (one
 // part when joined), version, type and nonce.
-func partsCap(res []*encoded, joined mem.Buffer) int {
+func partsCap(res []*Resource, joined mem.Buffer) int {
 	if joined != nil {
 		return 4
 	}
 	return len(res) + 3
 }
 
-// sotwMsg frames a DiscoveryResponse: version_info 1, resources 2,
+// SotWMsg frames a DiscoveryResponse: version_info 1, resources 2,
 // type_url 4, nonce 5.
 // joined, if not nil, is res framed as one buffer.
-func sotwMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer) *rawMsg {
+func SotWMsg(version, typeURL, nonce string, res []*Resource, joined mem.Buffer) *Msg {
 	parts := make(mem.BufferSlice, 0, partsCap(res, joined))
 	parts = append(parts, stringBuf(1, version))
 	if joined != nil {
@@ -270,14 +273,14 @@ func sotwMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer) 
 		}
 	}
 	parts = append(parts, stringBuf(4, typeURL), stringBuf(5, nonce))
-	return &rawMsg{parts: parts}
+	return &Msg{parts: parts}
 }
 
-// deltaMsg frames a DeltaDiscoveryResponse: system_version_info 1,
+// DeltaMsg frames a DeltaDiscoveryResponse: system_version_info 1,
 // resources 2 (Resource: version 1, resource 2, name 3), type_url 4,
 // nonce 5, removed_resources 6.
 // joined, if not nil, is res framed as one buffer.
-func deltaMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer, removed []string) *rawMsg {
+func DeltaMsg(version, typeURL, nonce string, res []*Resource, joined mem.Buffer, removed []string) *Msg {
 	parts := make(mem.BufferSlice, 0, partsCap(res, joined)+1)
 	parts = append(parts, stringBuf(1, version))
 	if joined != nil {
@@ -295,5 +298,5 @@ func deltaMsg(version, typeURL, nonce string, res []*encoded, joined mem.Buffer,
 		}
 		parts = append(parts, mem.SliceBuffer(b))
 	}
-	return &rawMsg{parts: parts}
+	return &Msg{parts: parts}
 }

@@ -1,4 +1,4 @@
-package xdsserver
+package build
 
 import (
 	"fmt"
@@ -11,14 +11,16 @@ import (
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // edsKey is every input of one cluster's ClusterLoadAssignment: the
 // snapshot (by version: services, DestinationRules, Sidecars), the
 // endpoint version of the services with that hostname, and the proxy
-// fields EDS may read. A cached EDS generation receives only what is in
-// its key: the proxy it sees is rebuilt from the key (proxyFromKey), so
-// it cannot depend on anything else about the proxy.
+// fields EDS may read. A cached EDS generation receives its key and
+// nothing else (generateCLA): the proxy it sees is rebuilt from the key,
+// and the snapshot it reads is the one the key names (edsInput).
 type edsKey struct {
 	cluster   string
 	push      uint64
@@ -29,6 +31,14 @@ type edsKey struct {
 	labels    string // canonical k=v,… form
 	locality  string // region/zone/subzone
 	proxyless bool
+}
+
+// edsInput is an edsKey with the snapshot it names: pc has version
+// k.push and is pinned at endpoint versions that sum to k.endpoints for
+// k.cluster's host, so it holds exactly what the key says and no more.
+type edsInput struct {
+	key edsKey
+	pc  *push.PushContext
 }
 
 // baseEDSKey holds the proxy's part of every edsKey; forCluster fills in
@@ -44,7 +54,7 @@ func baseEDSKey(pc *push.PushContext, p *gen.Proxy) edsKey {
 
 func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
 	k.cluster = cluster
-	if host := clusterHost(cluster); host != "" {
+	if host := wire.ClusterHost(cluster); host != "" {
 		for _, s := range pc.ServicesByHost(host) {
 			k.endpoints += pc.Endpoints.Version(s.Key())
 		}
@@ -52,8 +62,8 @@ func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
 	return k
 }
 
-// proxyFromKey is the proxy a cached EDS generation sees: the key's
-// fields and nothing else.
+// proxy is the proxy a cached EDS generation sees: the key's fields and
+// nothing else.
 func (k edsKey) proxy() *gen.Proxy {
 	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
 		Labels: parseLabels(k.labels), Proxyless: k.proxyless, Metadata: map[string]string{}}
@@ -93,13 +103,13 @@ func parseLabels(s string) map[string]string {
 type edsCache struct {
 	mu     sync.Mutex
 	push   uint64
-	m      map[edsKey]*encoded
+	m      map[edsKey]*wire.Resource
 	hits   uint64
 	misses uint64
 	// lists holds whole-subscription results: thousands of proxies with
 	// the same subscription and key fields get the same list of CLAs,
 	// and only the first looks up its thousands of clusters.
-	lists map[edsListKey][]*encoded
+	lists map[edsListKey][]*wire.Resource
 }
 
 // maxEDSLists bounds the whole-subscription lists kept per snapshot:
@@ -113,11 +123,11 @@ const maxEDSLists = 256
 // generation, which moves with any endpoint change.
 type edsListKey struct {
 	base      edsKey
-	list      *nameList
+	list      *wire.NameList
 	endpoints uint64
 }
 
-func (c *edsCache) getList(k edsListKey) ([]*encoded, bool) {
+func (c *edsCache) getList(k edsListKey) ([]*wire.Resource, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k.base.push != c.push {
@@ -127,14 +137,14 @@ func (c *edsCache) getList(k edsListKey) ([]*encoded, bool) {
 	return res, ok
 }
 
-func (c *edsCache) putList(k edsListKey, res []*encoded) {
+func (c *edsCache) putList(k edsListKey, res []*wire.Resource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k.base.push != c.push {
 		return
 	}
 	if c.lists == nil {
-		c.lists = map[edsListKey][]*encoded{}
+		c.lists = map[edsListKey][]*wire.Resource{}
 	}
 	if len(c.lists) < maxEDSLists {
 		c.lists[k] = res
@@ -143,14 +153,14 @@ func (c *edsCache) putList(k edsListKey, res []*encoded) {
 
 // get returns the cached entry for k, dropping entries of older
 // snapshots first.
-func (c *edsCache) get(k edsKey) (*encoded, bool) {
+func (c *edsCache) get(k edsKey) (*wire.Resource, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k.push != c.push {
 		if k.push < c.push {
 			return nil, false // an older snapshot: do not cache
 		}
-		c.push, c.m, c.lists = k.push, map[edsKey]*encoded{}, nil
+		c.push, c.m, c.lists = k.push, map[edsKey]*wire.Resource{}, nil
 	}
 	e, ok := c.m[k]
 	if ok {
@@ -161,7 +171,7 @@ func (c *edsCache) get(k edsKey) (*encoded, bool) {
 	return e, ok
 }
 
-func (c *edsCache) put(k edsKey, e *encoded) {
+func (c *edsCache) put(k edsKey, e *wire.Resource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if k.push == c.push && c.m != nil {
@@ -169,54 +179,57 @@ func (c *edsCache) put(k edsKey, e *encoded) {
 	}
 }
 
-// generateEDS builds the CLAs of names through the cache.
-// A whole subscription (list not nil) is looked up as one; the result is
-// shared and must not be altered.
-func (c *conn) generateEDS(pc *push.PushContext, names []string, list *nameList, req *push.Request) ([]*encoded, error) {
-	cache := c.s.eds
-	base := baseEDSKey(pc, c.proxy)
+// buildPerName builds the resources of names (EDS) through the cache,
+// from pc, one snapshot pinned for the whole response: the keys and the
+// generations read the same endpoints. A whole subscription (list not
+// nil) is looked up as one; the result is shared and must not be
+// altered.
+func (b *Builder) buildPerName(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string, list *wire.NameList) ([]*wire.Resource, error) {
+	cache := b.eds
+	base := baseEDSKey(pc, p)
 	lk := edsListKey{base: base, list: list, endpoints: pc.Endpoints.Generation()}
-	var cached []*encoded
+	var cached []*wire.Resource
 	if list != nil {
 		var ok bool
-		if cached, ok = cache.getList(lk); ok && !c.s.assert {
+		if cached, ok = cache.getList(lk); ok && !b.assert {
 			return cached, nil
 		}
 	}
-	out := make([]*encoded, 0, len(names))
+	out := make([]*wire.Resource, 0, len(names))
 	for _, name := range names {
 		k := base.forCluster(pc, name)
 		if e, ok := cache.get(k); ok {
-			if c.s.assert {
+			if b.assert {
 				// Against the real proxy, not the key's: a field the key
 				// lacks shows as a difference.
-				fresh, err := c.encode(gen.EndpointType, gen.Input{Push: pc, Proxy: c.proxy, Names: []string{name}, Request: req})
-				if err != nil || len(fresh) != 1 || fresh[0].sum != e.sum {
-					c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: EDS %s for proxy %s: cached bytes differ from a fresh generation (err %v): the cache key misses an input", name, c.proxy.ID, err))
+				fresh, err := b.encode(t, gen.Input{Push: pc, Proxy: p, Names: []string{name}})
+				if err != nil || len(fresh) != 1 || fresh[0].Sum != e.Sum {
+					b.mismatch(fmt.Sprintf("baremesh cache assert: %s %s for proxy %s: cached bytes differ from a fresh generation (err %v): the cache key misses an input", strings.ToUpper(t.Short), name, p.ID, err))
 				}
 			}
 			out = append(out, e)
 			continue
 		}
-		res, err := c.generateOne(pc, k, req)
+		res, err := b.generateCLA(t, edsInput{key: k, pc: pc})
 		if err != nil {
 			return nil, err
 		}
-		// Cache only if the endpoints did not move during generation.
-		if len(res) == 1 && base.forCluster(pc, name) == k {
+		if len(res) == 1 {
 			cache.put(k, res[0])
 		}
 		out = append(out, res...)
 	}
-	if cached != nil && !sameEncoded(cached, out) {
-		c.s.cacheMismatch(fmt.Sprintf("baremesh cache assert: EDS of the whole subscription for proxy %s differs from its clusters: the list key misses an input", c.proxy.ID))
+	if cached != nil && !wire.Same(cached, out) {
+		b.mismatch(fmt.Sprintf("baremesh cache assert: %s of the whole subscription for proxy %s differs from its clusters: the list key misses an input", strings.ToUpper(t.Short), p.ID))
 	}
-	if list != nil && pc.Endpoints.Generation() == lk.endpoints {
-		cache.putList(lk, out) // unless endpoints moved during generation
+	if list != nil {
+		cache.putList(lk, out)
 	}
 	return out, nil
 }
 
-func (c *conn) generateOne(pc *push.PushContext, k edsKey, req *push.Request) ([]*encoded, error) {
-	return c.encode(gen.EndpointType, gen.Input{Push: pc, Proxy: k.proxy(), Names: []string{k.cluster}, Request: req})
+// generateCLA is the cached generation: it receives its key (with the
+// snapshot the key names) and nothing else.
+func (b *Builder) generateCLA(t *xdstype.Type, in edsInput) ([]*wire.Resource, error) {
+	return b.encode(t, gen.Input{Push: in.pc, Proxy: in.key.proxy(), Names: []string{in.key.cluster}})
 }

@@ -1,4 +1,4 @@
-package xdsserver
+package wire
 
 import (
 	"slices"
@@ -26,7 +26,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		var want discovery.DiscoveryRequest
 		wantErr := proto.Unmarshal(b, &want)
 		// Names are checked for UTF-8 when resolved, not when decoded.
-		var got sotwRequest
+		var got Request
 		gotErr := decodeRequest(mem.BufferSlice{mem.SliceBuffer(b)}, &got)
 		var names []string
 		if gotErr == nil {
@@ -47,18 +47,18 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		// Resolved and released, the request keeps its strings though its
 		// buffer is reused.
-		shared := &lists{}
-		rs := resolver{shared: shared}
-		if err := rs.resolve(&got); err != nil {
+		shared := &Lists{}
+		rs := Resolver{Shared: shared}
+		if err := rs.Resolve(&got); err != nil {
 			t.Fatal(err)
 		}
 		// Another stream sending the same bytes shares the list.
-		var again sotwRequest
+		var again Request
 		if err := decodeRequest(mem.BufferSlice{mem.SliceBuffer(b)}, &again); err != nil {
 			t.Fatal(err)
 		}
-		if err := (&resolver{shared: shared}).resolve(&again); err != nil || again.list != got.list {
-			t.Fatalf("the same names resolved again: list %p (err %v), want %p", again.list, err, got.list)
+		if err := (&Resolver{Shared: shared}).Resolve(&again); err != nil || again.List != got.List {
+			t.Fatalf("the same names resolved again: list %p (err %v), want %p", again.List, err, got.List)
 		}
 		scribble := requestPool.Get(len(b)) // likely the buffer just released
 		for i := range *scribble {
@@ -70,8 +70,8 @@ func FuzzDecodeRequest(f *testing.F) {
 			wantNames = nil
 		}
 		var gotNames []string
-		if got.list != nil {
-			gotNames = got.list.names
+		if got.List != nil {
+			gotNames = got.List.Names
 		}
 		if !slices.Equal(gotNames, wantNames) || got.VersionInfo != want.VersionInfo || got.TypeUrl != want.TypeUrl || got.ResponseNonce != want.ResponseNonce {
 			t.Fatalf("resolved: names %q version %q type %q nonce %q; want %q %q %q %q",

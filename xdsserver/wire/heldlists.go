@@ -1,4 +1,4 @@
-package xdsserver
+package wire
 
 import (
 	"encoding/binary"
@@ -21,9 +21,9 @@ import (
 // only otherwise. Lists are never altered, so a response's NACK can roll
 // back to the list held before it.
 
-// heldList is an immutable list of held resources, sorted by name.
-type heldList struct {
-	items []*encoded
+// HeldList is an immutable list of held resources, sorted by name.
+type HeldList struct {
+	Items []*Resource
 	id    uint64
 	// The items framed for a SotW and a Delta response in one buffer each,
 	// made on first use and shared by every connection that sends the
@@ -33,17 +33,17 @@ type heldList struct {
 	sotw, delta         mem.Buffer
 }
 
-func (l *heldList) sotwJoined() mem.Buffer {
-	l.sotwOnce.Do(func() { l.sotw = joinFramed(l.items, func(e *encoded) []byte { return e.framed }) })
+func (l *HeldList) SotWJoined() mem.Buffer {
+	l.sotwOnce.Do(func() { l.sotw = joinFramed(l.Items, func(e *Resource) []byte { return e.framed }) })
 	return l.sotw
 }
 
-func (l *heldList) deltaJoined() mem.Buffer {
-	l.deltaOnce.Do(func() { l.delta = joinFramed(l.items, func(e *encoded) []byte { return e.deltaBuf().ReadOnlyData() }) })
+func (l *HeldList) DeltaJoined() mem.Buffer {
+	l.deltaOnce.Do(func() { l.delta = joinFramed(l.Items, func(e *Resource) []byte { return e.deltaBuf().ReadOnlyData() }) })
 	return l.delta
 }
 
-func joinFramed(items []*encoded, framed func(*encoded) []byte) mem.Buffer {
+func joinFramed(items []*Resource, framed func(*Resource) []byte) mem.Buffer {
 	n := 0
 	for _, e := range items {
 		n += len(framed(e))
@@ -55,16 +55,16 @@ func joinFramed(items []*encoded, framed func(*encoded) []byte) mem.Buffer {
 	return mem.SliceBuffer(b)
 }
 
-// heldLists interns heldLists by identity; entries are weak.
-type heldLists struct {
+// HeldLists interns HeldLists by identity; entries are weak.
+type HeldLists struct {
 	mu      sync.Mutex
-	m       map[uint64]weak.Pointer[heldList]
+	m       map[uint64]weak.Pointer[HeldList]
 	sweepAt int
 }
 
-func entryID(e *encoded) uint64 { return binary.LittleEndian.Uint64(e.sum[:8]) }
+func entryID(e *Resource) uint64 { return binary.LittleEndian.Uint64(e.Sum[:8]) }
 
-func listID(items []*encoded) uint64 {
+func listID(items []*Resource) uint64 {
 	var id uint64
 	for _, e := range items {
 		id += entryID(e)
@@ -75,37 +75,37 @@ func listID(items []*encoded) uint64 {
 // with returns the shared list holding cur's items (cur may be nil: no
 // items) with each of set replacing or adding the entry of its name and
 // each name in drop removed.
-func (l *heldLists) with(cur *heldList, set []*encoded, drop map[string]bool) *heldList {
-	var items []*encoded
+func (l *HeldLists) With(cur *HeldList, set []*Resource, drop map[string]bool) *HeldList {
+	var items []*Resource
 	var id uint64
 	if cur != nil {
-		items, id = cur.items, cur.id
+		items, id = cur.Items, cur.id
 	}
-	if !slices.IsSortedFunc(set, byName) {
-		set = slices.SortedFunc(slices.Values(set), byName)
+	if !slices.IsSortedFunc(set, ByName) {
+		set = slices.SortedFunc(slices.Values(set), ByName)
 	}
 	for _, e := range set {
-		if old := findHeld(items, e.name); old != nil {
+		if old := Find(items, e.Name); old != nil {
 			id -= entryID(old)
 		}
 		id += entryID(e)
 	}
 	for name := range drop {
-		if old := findHeld(items, name); old != nil && findHeld(set, name) == nil {
+		if old := Find(items, name); old != nil && Find(set, name) == nil {
 			id -= entryID(old)
 		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.m == nil {
-		l.m, l.sweepAt = map[uint64]weak.Pointer[heldList]{}, 1024
+		l.m, l.sweepAt = map[uint64]weak.Pointer[HeldList]{}, 1024
 	}
 	if p, ok := l.m[id]; ok {
-		if v := p.Value(); v != nil && equalSeq(v.items, merged(items, set, drop)) {
+		if v := p.Value(); v != nil && equalSeq(v.Items, merged(items, set, drop)) {
 			return v
 		}
 	}
-	n := &heldList{items: slices.Collect(merged(items, set, drop)), id: id}
+	n := &HeldList{Items: slices.Collect(merged(items, set, drop)), id: id}
 	l.m[id] = weak.Make(n)
 	if len(l.m) >= l.sweepAt {
 		for k, p := range l.m {
@@ -120,19 +120,19 @@ func (l *heldLists) with(cur *heldList, set []*encoded, drop map[string]bool) *h
 
 // merged yields held (sorted by name) with each of set (sorted) replacing
 // or adding the entry of its name, and each name in drop removed.
-func merged(held, set []*encoded, drop map[string]bool) iter.Seq[*encoded] {
-	return func(yield func(*encoded) bool) {
+func merged(held, set []*Resource, drop map[string]bool) iter.Seq[*Resource] {
+	return func(yield func(*Resource) bool) {
 		i, j := 0, 0
 		for i < len(held) || j < len(set) {
-			var e *encoded
+			var e *Resource
 			switch {
-			case j == len(set) || (i < len(held) && held[i].name < set[j].name):
+			case j == len(set) || (i < len(held) && held[i].Name < set[j].Name):
 				e = held[i]
 				i++
-				if drop[e.name] {
+				if drop[e.Name] {
 					continue
 				}
-			case i == len(held) || set[j].name < held[i].name:
+			case i == len(held) || set[j].Name < held[i].Name:
 				e = set[j]
 				j++
 			default: // same name: the new one
@@ -147,7 +147,7 @@ func merged(held, set []*encoded, drop map[string]bool) iter.Seq[*encoded] {
 	}
 }
 
-func equalSeq(items []*encoded, seq iter.Seq[*encoded]) bool {
+func equalSeq(items []*Resource, seq iter.Seq[*Resource]) bool {
 	k := 0
 	for e := range seq {
 		if k == len(items) || items[k] != e {

@@ -1,4 +1,4 @@
-package xdsserver
+package ads
 
 import (
 	"slices"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // A changed SotW EDS subscription is answered with the clusters the proxy
@@ -25,7 +26,7 @@ func TestEDSSubscriptionChangeSendsOnlyNewNames(t *testing.T) {
 	snaps.pc.Store(&push.PushContext{Version: 1})
 	var mu sync.Mutex
 	var generated []string
-	srv := New(snaps, Options{NoCache: true, Generators: map[string]gen.Generator{gen.EndpointType: func(in gen.Input) ([]gen.Resource, error) {
+	srv := New(snaps, Options{NoCache: true, Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Endpoint: func(in gen.Input) ([]gen.Resource, error) {
 		mu.Lock()
 		generated = append(generated, in.Names...)
 		mu.Unlock()
@@ -34,13 +35,13 @@ func TestEDSSubscriptionChangeSendsOnlyNewNames(t *testing.T) {
 			out = append(out, gen.Resource{Name: n, Resource: &endpointv3.ClusterLoadAssignment{ClusterName: n}})
 		}
 		return out, nil
-	}}})
+	}})})
 	client := serveForTest(t, srv)
 	e := &env{client: client}
 	s := e.open(t)
 	send := func(r *discovery.DiscoveryResponse, names ...string) {
 		t.Helper()
-		req := &discovery.DiscoveryRequest{Node: node, TypeUrl: gen.EndpointType, ResourceNames: names}
+		req := &discovery.DiscoveryRequest{Node: node, TypeUrl: xdstype.Endpoint.URL, ResourceNames: names}
 		if r != nil {
 			req.VersionInfo, req.ResponseNonce = r.VersionInfo, r.Nonce
 		}
@@ -113,7 +114,7 @@ func TestEDSNackRollsBack(t *testing.T) {
 	var weight atomic.Uint32 // the content of cluster b
 	weight.Store(1)
 	var gens atomic.Int64
-	srv := New(snaps, Options{NoCache: true, Generators: map[string]gen.Generator{gen.EndpointType: func(in gen.Input) ([]gen.Resource, error) {
+	srv := New(snaps, Options{NoCache: true, Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Endpoint: func(in gen.Input) ([]gen.Resource, error) {
 		gens.Add(1)
 		var out []gen.Resource
 		for _, n := range in.Names {
@@ -124,11 +125,11 @@ func TestEDSNackRollsBack(t *testing.T) {
 			out = append(out, gen.Resource{Name: n, Resource: cla})
 		}
 		return out, nil
-	}}})
+	}})})
 	s := (&env{client: serveForTest(t, srv)}).open(t)
 	send := func(r *discovery.DiscoveryResponse, nack string) {
 		t.Helper()
-		req := &discovery.DiscoveryRequest{Node: node, TypeUrl: gen.EndpointType, ResourceNames: []string{"a", "b"}}
+		req := &discovery.DiscoveryRequest{Node: node, TypeUrl: xdstype.Endpoint.URL, ResourceNames: []string{"a", "b"}}
 		if r != nil {
 			req.ResponseNonce = r.Nonce
 		}

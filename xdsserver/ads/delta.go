@@ -1,4 +1,4 @@
-package xdsserver
+package ads
 
 import (
 	"maps"
@@ -12,41 +12,46 @@ import (
 	"google.golang.org/grpc/mem"
 
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/wire"
 )
 
 type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
 
-// DeltaAggregatedResources implements ADS, incremental (Delta) variant:
+// delta is the incremental (Delta) variant of a connection:
 // subscriptions change by subscribe/unsubscribe, every resource has its
 // own version (a hash of its bytes), and a response carries only the
 // resources whose version the client does not hold, plus the names of
 // removed ones.
-func (s *Server) DeltaAggregatedResources(stream deltaStream) error {
-	first, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	return serveConn(s, stream.Context(), first.GetNode(), func(c *conn) { c.delta = stream },
-		first, stream.Recv, (*conn).onDeltaRequest)
+type delta struct {
+	c      *conn
+	stream deltaStream
 }
+
+// DeltaAggregatedResources implements ADS, incremental (Delta) variant.
+func (s *Server) DeltaAggregatedResources(stream deltaStream) error {
+	return serve(s, stream.Context(), stream.Recv, (*discovery.DeltaDiscoveryRequest).GetNode,
+		func(c *conn) variant { return &delta{c: c, stream: stream} })
+}
+
+func (v *delta) send(m *wire.Msg) error { return v.stream.SendMsg(m) }
 
 // onDeltaRequest applies the ACK or NACK the request carries, then its
 // subscription changes, and answers when the subscription changed.
-func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
+func (v *delta) onRequest(m any) error {
+	c, r := v.c, m.(*discovery.DeltaDiscoveryRequest)
 	typeURL := r.GetTypeUrl()
-	if _, ok := c.s.opts.Generators[typeURL]; !ok {
+	t := c.s.types[typeURL]
+	if t == nil {
+		c.report(Report{TypeURL: typeURL, ResponseNonce: r.GetResponseNonce(), ResourceNames: r.GetResourceNamesSubscribe(),
+			ErrorDetail: r.GetErrorDetail(), Delta: true})
 		return nil
 	}
 	c.mu.Lock()
-	w := c.watches[typeURL]
-	first := w == nil
-	if first {
-		w = &watch{typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string]sentResp{}}
-		c.watches[typeURL] = w
-		// Legacy wildcard: a first LDS/CDS request that names nothing.
-		w.wildcard = len(r.GetResourceNamesSubscribe()) == 0 && (typeURL == gen.ListenerType || typeURL == gen.ClusterType)
-	}
+	w, first := c.sub(typeURL, func() *sub {
+		return &sub{typ: t, typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string]sentResp{},
+			// Legacy wildcard: a first request of a wildcard type that names nothing.
+			wildcard: len(r.GetResourceNamesSubscribe()) == 0 && t.Wildcard}
+	})
 	if nonce := r.GetResponseNonce(); nonce != "" {
 		sent, tracked := w.inFlight[nonce]
 		delete(w.inFlight, nonce)
@@ -58,9 +63,9 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 			w.nacks++
 			w.nack = &nack{Nonce: nonce, Version: w.sentVer, Message: r.GetErrorDetail().GetMessage(), At: time.Now()}
 			w.rollback(sent, &c.s.held)
-			c.s.metrics.nacks.WithLabelValues(shortType(typeURL)).Inc()
+			c.s.metrics.nacks.WithLabelValues(t.Short).Inc()
 			c.s.log.Warn("proxy rejected config (NACK); not resending it until the config changes",
-				"proxy", c.proxy.ID, "type", shortType(typeURL), "error", r.GetErrorDetail().GetMessage())
+				"proxy", c.proxy.ID, "type", t.Short, "error", r.GetErrorDetail().GetMessage())
 		default:
 			w.acks++
 			w.ackedVer, w.ackedAt = w.sentVer, time.Now()
@@ -68,11 +73,11 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 				w.awaitingAck = false
 			}
 			c.observeConvergence(w)
-			c.s.metrics.requests.WithLabelValues(shortType(typeURL), "ack").Inc()
+			c.s.metrics.requests.WithLabelValues(t.Short, "ack").Inc()
 		}
 	} else {
 		w.requests++
-		c.s.metrics.requests.WithLabelValues(shortType(typeURL), "request").Inc()
+		c.s.metrics.requests.WithLabelValues(t.Short, "request").Inc()
 	}
 	changed := first
 	var added []string
@@ -109,8 +114,8 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 		slices.Sort(added)
 		added = slices.Compact(added)
 		names := mergeNames(w.names, added, dropped)
-		w.list = c.s.lists.get(namesHash(names), names)
-		w.names = w.list.names
+		w.list = c.s.lists.Get(wire.NamesHash(names), names)
+		w.names = w.list.Names
 		if len(dropped) > 0 {
 			w.hold(&c.s.held, nil, dropped)
 		}
@@ -121,7 +126,7 @@ func (c *conn) onDeltaRequest(r *discovery.DeltaDiscoveryRequest) error {
 	}
 	c.mu.Unlock()
 	if changed && (only == nil || len(only) > 0) {
-		return c.respondDelta(w, nil, first, only)
+		return v.respond(w, nil, first, only)
 	}
 	return nil
 }
@@ -147,65 +152,79 @@ func mergeNames(names, added []string, drop map[string]bool) []string {
 // does not hold (and did not reject), and removals. force answers even
 // when there is nothing to send (a first request for a type).
 // only, if not nil, narrows the work to those names (an endpoint push).
-func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []string) error {
-	pc, res, _, ok := c.begin(w, req, only)
+func (v *delta) respond(w *sub, req *push.Request, force bool, only []string) error {
+	c := v.c
+	g, ok := c.generate(w, req, only)
 	if !ok {
 		return nil
 	}
-	if !slices.IsSortedFunc(res, byName) {
+	c.mu.Lock()
+	m := v.diff(w, g, force, req, only)
+	c.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	return c.sendMsg(w, m)
+}
+
+// diff works out the response to send for generation g of w, and records
+// it as in flight; nil if there is nothing to send. c.mu is held.
+func (v *delta) diff(w *sub, g generated, force bool, req *push.Request, only []string) *wire.Msg {
+	res := g.res
+	if !slices.IsSortedFunc(res, wire.ByName) {
 		res = slices.Clone(res)
-		slices.SortFunc(res, byName)
+		slices.SortFunc(res, wire.ByName)
 	}
 	var (
 		// send goes out; hold is what the proxy holds anew (send and the
 		// resources it already had when it connected), in name order.
-		send, hold []*encoded
+		send, hold []*wire.Resource
 		removed    []string
 		drop       map[string]bool
 	)
-	send, hold = make([]*encoded, 0, len(res)), make([]*encoded, 0, len(res))
+	send, hold = make([]*wire.Resource, 0, len(res)), make([]*wire.Resource, 0, len(res))
 	// gone handles a held resource the generation did not produce.
-	gone := func(e *encoded) {
-		if _, in := slices.BinarySearch(only, e.name); only != nil && !in {
+	gone := func(e *wire.Resource) {
+		if _, in := slices.BinarySearch(only, e.Name); only != nil && !in {
 			return // not looked at in this push
 		}
 		if drop == nil {
 			drop = map[string]bool{}
 		}
-		drop[e.name] = true
+		drop[e.Name] = true
 		// A wildcard client drops it; a named subscriber learns that the
 		// resource it asked for no longer exists.
-		if _, subscribed := slices.BinarySearch(w.names, e.name); w.wildcard || subscribed {
-			removed = append(removed, e.name)
+		if _, subscribed := slices.BinarySearch(w.names, e.Name); w.wildcard || subscribed {
+			removed = append(removed, e.Name)
 		}
 	}
 	h := 0 // res and held are both sorted by name: walk them together
 	for _, r := range res {
-		for h < len(w.held) && w.held[h].name < r.name {
+		for h < len(w.held) && w.held[h].Name < r.Name {
 			gone(w.held[h])
 			h++
 		}
-		var old *encoded
-		if h < len(w.held) && w.held[h].name == r.name {
+		var old *wire.Resource
+		if h < len(w.held) && w.held[h].Name == r.Name {
 			old = w.held[h]
 			h++
 		}
 		if old == nil {
-			if v, ok := w.initial[r.name]; ok {
-				delete(w.initial, r.name)
-				if v == r.version() {
+			if v, ok := w.initial[r.Name]; ok {
+				delete(w.initial, r.Name)
+				if v == r.Version() {
 					hold = append(hold, r) // it had this version when it connected
 					continue
 				}
 			}
-		} else if old.sum == r.sum {
+		} else if old.Sum == r.Sum {
 			continue
 		}
-		if rej, ok := w.rejected[r.name]; ok {
-			if rej == r.sum {
+		if rej, ok := w.rejected[r.Name]; ok {
+			if rej == r.Sum {
 				continue // the same config it rejected: wait for a change
 			}
-			delete(w.rejected, r.name)
+			delete(w.rejected, r.Name)
 		}
 		send = append(send, r)
 		hold = append(hold, r)
@@ -214,21 +233,20 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		gone(w.held[h])
 	}
 	prev := w.held
-	w.hold(&c.s.held, hold, drop)
+	w.hold(&v.c.s.held, hold, drop)
 	var joined mem.Buffer
 	sent := send
 	if len(send) > 0 && len(send) == len(w.held) {
 		// The proxy's whole list goes out: keep the shared list, not this
 		// response's copy, until the ACK.
-		joined, sent = w.heldList.deltaJoined(), w.held
+		joined, sent = w.heldList.DeltaJoined(), w.held
 	}
 	if len(send) == 0 && len(removed) == 0 && !force {
-		c.mu.Unlock()
 		return nil
 	}
 	w.nonce++
 	nonce := strconv.Itoa(w.nonce)
-	version := strconv.FormatUint(pc.Version, 10)
+	version := strconv.FormatUint(g.pc.Version, 10)
 	w.inFlight[nonce] = sentResp{sent: sent, removed: removed, prev: prev}
 	w.sentNonce, w.sentVer, w.sentAt = nonce, version+"-"+nonce, time.Now()
 	w.awaitingAck = true
@@ -236,6 +254,5 @@ func (c *conn) respondDelta(w *watch, req *push.Request, force bool, only []stri
 		w.nack = nil
 	}
 	w.notePushStart(req)
-	c.mu.Unlock()
-	return c.sendMsg(w, deltaMsg(version, w.typeURL, nonce, send, joined, removed))
+	return wire.DeltaMsg(version, w.typeURL, nonce, send, joined, removed)
 }
