@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -86,7 +87,7 @@ func TestDeltaWildcardChangesRemovalsAndNACK(t *testing.T) {
 	e.srv.OnPush(nil, &push.Request{Full: true})
 	r3 := s.recv()
 	s.send(&discovery.DeltaDiscoveryRequest{ResponseNonce: r3.GetNonce(), ErrorDetail: &statuspb.Status{Code: 3, Message: "no"}})
-	pollFor(t, "delta NACK on syncz", func() bool { st := e.srv.Syncz(); return st[0].Types[0].LastNack != nil })
+	testkit.Eventually(t, "delta NACK on syncz", func() bool { st := e.srv.Syncz(); return st[0].Types[0].LastNack != nil })
 	for i := 0; i < 5; i++ {
 		e.srv.OnPush(nil, &push.Request{Full: true})
 	}
@@ -120,7 +121,7 @@ func TestDeltaNamedSubscriptionsAndInitialVersions(t *testing.T) {
 	}
 	// Unsubscribing sends nothing; a change then covers only what is left.
 	s.send(&discovery.DeltaDiscoveryRequest{ResourceNamesUnsubscribe: []string{"x"}})
-	pollFor(t, "unsubscribe applied", func() bool { return e.srv.Syncz()[0].Types[0].Names == 2 })
+	testkit.Eventually(t, "unsubscribe applied", func() bool { return e.srv.Syncz()[0].Types[0].Names == 2 })
 	e.port.Store(3333)
 	e.srv.OnPush(nil, &push.Request{Full: true})
 	if r3 := s.recv(); !slices.Equal(names(r3), []string{"y", "z"}) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
@@ -186,7 +187,7 @@ func TestAckNackAndNoResend(t *testing.T) {
 	e.srv.OnPush(nil, &push.Request{Full: true})
 	r2 := s.recv()
 	s.send(r1.VersionInfo, r2.Nonce, []string{"a"}, "bad port")
-	pollFor(t, "NACK on syncz", func() bool {
+	testkit.Eventually(t, "NACK on syncz", func() bool {
 		st := e.srv.Syncz()
 		return len(st) == 1 && st[0].Types[0].LastNack != nil && st[0].Types[0].LastNack.Message == "bad port"
 	})
@@ -195,7 +196,7 @@ func TestAckNackAndNoResend(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		e.srv.OnPush(nil, &push.Request{Full: true})
 	}
-	pollFor(t, "pushes generated", func() bool { return e.gens.Load() > before })
+	testkit.Eventually(t, "pushes generated", func() bool { return e.gens.Load() > before })
 	// A stale request (old nonce) is ignored as well.
 	s.send(r1.VersionInfo, r1.Nonce, []string{"a", "b"}, "")
 	// The config changes: now it is sent, and it must be the next message.
@@ -249,17 +250,6 @@ func TestBadNodeIsRefused(t *testing.T) {
 	}
 }
 
-func pollFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // An endpoint-only push regenerates no LDS, unless it touched the
 // proxy's own address (its inbound config may change).
 func TestEndpointPushSkipsLDSUnlessOwnAddress(t *testing.T) {
@@ -272,9 +262,9 @@ func TestEndpointPushSkipsLDSUnlessOwnAddress(t *testing.T) {
 	svc := map[model.ServiceKey]bool{{Hostname: "x.mesh", Namespace: "ns"}: true}
 	e.srv.OnPush(nil, &push.Request{Endpoints: svc, Addresses: map[string]bool{"10.9.9.9": true}})
 	e.srv.OnPush(nil, &push.Request{Endpoints: svc, Addresses: map[string]bool{"10.0.0.1": true}})
-	pollFor(t, "LDS regenerated for the proxy's own address", func() bool { return e.gens.Load() > before })
+	testkit.Eventually(t, "LDS regenerated for the proxy's own address", func() bool { return e.gens.Load() > before })
 	e.srv.OnPush(nil, &push.Request{Full: true}) // a barrier: one more generation
-	pollFor(t, "full push generated", func() bool { return e.gens.Load() >= before+2 })
+	testkit.Eventually(t, "full push generated", func() bool { return e.gens.Load() >= before+2 })
 	if got := e.gens.Load() - before; got != 2 {
 		t.Fatalf("LDS generated %d times for (other address, own address, full); want 2", got)
 	}

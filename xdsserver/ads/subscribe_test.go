@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -95,7 +96,7 @@ func TestEDSSubscriptionChangeSendsOnlyNewNames(t *testing.T) {
 	send(r3, "a", "c", "d") // ACK
 	// A full push regenerates the whole subscription.
 	srv.OnPush(nil, &push.Request{Full: true})
-	pollFor(t, "full push generated", func() bool {
+	testkit.Eventually(t, "full push generated", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(generated) == 3
@@ -161,12 +162,12 @@ func TestEDSNackRollsBack(t *testing.T) {
 		t.Fatalf("pushed b with %d, want 2", w)
 	}
 	send(r2, "bad b")
-	pollFor(t, "NACK recorded", func() bool { return srv.Syncz()[0].Types[0].LastNack != nil })
+	testkit.Eventually(t, "NACK recorded", func() bool { return srv.Syncz()[0].Types[0].LastNack != nil })
 	pushed := func(w uint32) {
 		weight.Store(w)
 		before := gens.Load()
 		srv.OnPush(nil, &push.Request{Full: true})
-		pollFor(t, "push generated", func() bool { return gens.Load() > before })
+		testkit.Eventually(t, "push generated", func() bool { return gens.Load() > before })
 	}
 	pushed(2) // rejected: not sent
 	pushed(1) // what the proxy holds after the rollback: not sent

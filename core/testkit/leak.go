@@ -1,7 +1,4 @@
-// Package leakcheck finds goroutines a test binary left running. It is
-// used from TestMain of the nodeagent packages and imports nothing of this
-// module.
-package leakcheck
+package testkit
 
 import (
 	"fmt"
@@ -49,7 +46,10 @@ func isBenign(stack string) bool {
 	return false
 }
 
-// Main runs the tests, then fails the binary if goroutines leaked.
+// Main runs the tests, then fails the binary if goroutines leaked: the
+// body of every TestMain of a package whose code starts goroutines,
+//
+//	func TestMain(m *testing.M) { testkit.Main(m.Run) }
 func Main(run func() int) {
 	code := run()
 	if code == 0 {
