@@ -14,12 +14,12 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/build"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // conn is one xDS stream, SotW or Delta: what both variants share. Its
@@ -252,7 +252,7 @@ func servicesOnly(req *push.Request) bool {
 		return false
 	}
 	for k := range req.Configs {
-		if k.Kind != config.ServiceEntry && k.Kind != config.WorkloadEntry {
+		if !slices.Contains(xdstype.ServiceKinds, k.Kind) {
 			return false
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -12,6 +13,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/baremesh/baremesh/core/model"
@@ -147,4 +149,56 @@ func TestReportHookReceivesHealth(t *testing.T) {
 	}
 	cancel()
 	testkit.Eventually(t, "disconnect hook", func() bool { d := h.snapshot().disconnects; return len(d) == 1 && d[0] == id })
+}
+
+// The authenticator runs at stream start: a caller it rejects is refused
+// with its status before any request is read, and the connect hook never
+// sees it; a caller it accepts connects with the identity it returned.
+func TestAuthenticatorRefusesAndIdentifies(t *testing.T) {
+	var connected atomic.Int64
+	var seen atomic.Pointer[model.Identity]
+	snaps := &fixedSnaps{}
+	snaps.pc.Store(&push.PushContext{Version: 1})
+	srv := New(snaps, Options{NoCache: true, Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Listener: func(gen.Input) ([]gen.Resource, error) {
+		return nil, nil
+	}}), Hooks: Hooks{
+		Authenticate: func(ctx context.Context) (*model.Identity, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			if len(md.Get("authorization")) == 0 {
+				return nil, status.Error(codes.Unauthenticated, "no bearer token")
+			}
+			return &model.Identity{TrustDomain: "td", Namespace: "vm", ServiceAccount: md.Get("authorization")[0], Method: "token"}, nil
+		},
+		OnConnect: func(_ context.Context, p *model.Proxy, _ net.Addr, _ *model.Identity) error {
+			connected.Add(1)
+			seen.Store(p.Identity)
+			return nil
+		},
+	}})
+	client := serveForTest(t, srv)
+	open := func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		st, err := client.StreamAggregatedResources(ctx)
+		if err != nil {
+			return err
+		}
+		if err := st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "sidecar~10.0.0.1~p.vm~vm.svc.cluster.local"}, TypeUrl: xdstype.Listener.URL}); err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	if err := open(context.Background()); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("stream without a token ended with %v, want Unauthenticated", err)
+	}
+	if n := connected.Load(); n != 0 {
+		t.Fatalf("connect hook saw %d unauthenticated streams", n)
+	}
+	if err := open(metadata.AppendToOutgoingContext(context.Background(), "authorization", "app")); err != nil {
+		t.Fatalf("authenticated stream: %v", err)
+	}
+	if id := seen.Load(); id == nil || id.SPIFFEID() != "spiffe://td/ns/vm/sa/app" {
+		t.Fatalf("connect hook saw identity %+v, want spiffe://td/ns/vm/sa/app", id)
+	}
 }
