@@ -68,3 +68,12 @@ type Identity struct {
 func (id *Identity) SPIFFEID() string {
 	return "spiffe://" + id.TrustDomain + "/ns/" + id.Namespace + "/sa/" + id.ServiceAccount
 }
+
+// SPIFFEIDOrEmpty is the SPIFFE ID of id, or "" for a nil (unauthenticated)
+// identity.
+func (id *Identity) SPIFFEIDOrEmpty() string {
+	if id == nil {
+		return ""
+	}
+	return id.SPIFFEID()
+}

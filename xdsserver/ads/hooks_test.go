@@ -201,4 +201,18 @@ func TestAuthenticatorRefusesAndIdentifies(t *testing.T) {
 	if id := seen.Load(); id == nil || id.SPIFFEID() != "spiffe://td/ns/vm/sa/app" {
 		t.Fatalf("connect hook saw identity %+v, want spiffe://td/ns/vm/sa/app", id)
 	}
+	// syncz shows it while the stream is open.
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "app"))
+	defer cancel()
+	st, err := client.StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "sidecar~10.0.0.1~p.vm~vm.svc.cluster.local"}, TypeUrl: xdstype.Listener.URL}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "identity on syncz", func() bool {
+		s := srv.Syncz()
+		return len(s) == 1 && s[0].Identity == "spiffe://td/ns/vm/sa/app"
+	})
 }

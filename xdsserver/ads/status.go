@@ -27,22 +27,24 @@ type SyncStatus struct {
 
 // ProxyStatus is one connection on /debug/syncz.
 type ProxyStatus struct {
-	ID        string       `json:"id"`
-	Conn      string       `json:"connection"`
-	Peer      string       `json:"peer"`
-	Type      string       `json:"type"`
-	Proxyless bool         `json:"proxyless"`
-	Namespace string       `json:"namespace"`
-	IPs       []string     `json:"ips"`
-	Connected time.Time    `json:"connected"`
-	Types     []SyncStatus `json:"types"`
+	ID        string    `json:"id"`
+	Conn      string    `json:"connection"`
+	Peer      string    `json:"peer"`
+	Type      string    `json:"type"`
+	Proxyless bool      `json:"proxyless"`
+	Namespace string    `json:"namespace"`
+	IPs       []string  `json:"ips"`
+	Connected time.Time `json:"connected"`
+	// Identity is the authenticated SPIFFE ID, empty when unauthenticated.
+	Identity string       `json:"identity,omitempty"`
+	Types    []SyncStatus `json:"types"`
 }
 
 // Syncz returns every connection's state.
 func (s *Server) Syncz() []ProxyStatus {
 	var out []ProxyStatus
 	for _, c := range s.connsSorted() {
-		ps := ProxyStatus{ID: c.proxy.ID, Conn: c.id, Peer: c.peer, Type: string(c.proxy.Type), Proxyless: c.proxy.Proxyless,
+		ps := ProxyStatus{Identity: c.proxy.Identity.SPIFFEIDOrEmpty(), ID: c.proxy.ID, Conn: c.id, Peer: c.peer, Type: string(c.proxy.Type), Proxyless: c.proxy.Proxyless,
 			Namespace: c.proxy.Namespace, IPs: c.proxy.IPs, Connected: c.connected}
 		c.mu.Lock()
 		for _, w := range c.subs {
