@@ -20,6 +20,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
@@ -154,7 +155,7 @@ spec:
 	}
 	defer cc.Close()
 	seen := map[string]int{}
-	poll(t, "RPCs reaching the EndpointSlice's pod and the selected VM", func() bool {
+	testkit.Eventually(t, "RPCs reaching the EndpointSlice's pod and the selected VM", func() bool {
 		if b, err := call(ctx, cc); err == nil {
 			seen[b]++
 		}
