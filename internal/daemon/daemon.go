@@ -22,13 +22,12 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/sources/file"
+	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/sources/mcp"
-	"github.com/baremesh/baremesh/xdsserver"
-	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/gen/cds"
-	"github.com/baremesh/baremesh/xdsserver/gen/eds"
-	"github.com/baremesh/baremesh/xdsserver/gen/lds"
-	"github.com/baremesh/baremesh/xdsserver/gen/rds"
+	"github.com/baremesh/baremesh/xdsserver/ads"
+	"github.com/baremesh/baremesh/xdsserver/debug"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // Daemon is a running baremeshd.
@@ -41,10 +40,12 @@ type Daemon struct {
 	registry *model.Registry
 	pipeline *push.Pipeline
 	grpc     *grpc.Server
-	xds      *xdsserver.Server
+	xds      *ads.Server
 
 	xdsLis, httpLis net.Listener
 	extra           []route
+	id              *identityParts  // nil when tlsAddr is unset (identity.go)
+	kube            *kube.Source    // nil without clusters
 	upstreams       []*mcp.Upstream // set in Run before the HTTP server starts
 }
 
@@ -70,23 +71,25 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.xdsLis.Close()
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
-	d.grpc = grpc.NewServer(append(xdsserver.GRPCServerOptions(),
+	d.grpc = grpc.NewServer(append(wire.GRPCServerOptions(),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16<<20),
 	)...)
-	d.xds = xdsserver.New(d.pipeline, xdsserver.Options{
-		Generators: map[string]gen.Generator{
-			gen.ListenerType: lds.Generate, gen.RouteType: rds.Generate,
-			gen.ClusterType: cds.Generate, gen.EndpointType: eds.Generate,
-		},
+	d.xds = ads.New(d.pipeline, ads.Options{
+		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
 	})
 	d.xds.Register(d.grpc)
+	if err := d.setupIdentity(mesh); err != nil {
+		d.xdsLis.Close()
+		d.httpLis.Close()
+		return nil, fmt.Errorf("identity: %w", err)
+	}
 	d.pipeline.AddListener(d.xds.OnPush)
-	d.Handle("/debug/syncz", d.xds.SyncHandler())
-	d.Handle("/debug/config_dump", d.xds.ConfigDumpHandler())
-	d.Handle("/debug/pushz", d.xds.PushzHandler())
+	d.Handle("/debug/syncz", debug.SyncHandler(d.xds))
+	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(d.xds))
+	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
 	return d, nil
 }
 
@@ -113,7 +116,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			Coalesce: d.cfg.FileCoalesce.Duration, Logger: d.log.With("component", "file"), Metrics: fileMetrics,
 		}, sink))
 	}
-	if len(d.cfg.MCP) > 0 {
+	if len(d.cfg.MCP) > 0 { // after the files, before the clusters: the precedence
 		mcpMetrics := mcp.NewMetrics(d.reg)
 		for _, uc := range d.cfg.MCP {
 			u := mcp.New(uc, mcp.Options{Logger: d.log.With("component", "mcp"), Metrics: mcpMetrics}, d.agg.AddSource(mcp.SourceName(uc.Name)))
@@ -121,6 +124,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			goRun(func() { _ = u.Run(ctx) })
 		}
 	}
+	d.startKube(ctx, goRun) // after the files, before baremesh's own state: the precedence
 	d.agg.AttachMemory("baremesh", d.own)
 	for _, w := range watchers {
 		goRun(func() {
@@ -149,7 +153,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Error("xds server stopped", "err", err)
 		}
 	})
-	d.log.Info("baremeshd serving", "xds", d.XDSAddr(), "http", d.HTTPAddr(), "configDirs", d.cfg.ConfigDirs,
+	if d.id != nil {
+		goRun(func() { d.id.serve(d.log) })
+	}
+	d.log.Info("baremeshd serving", "xds", d.XDSAddr(), "http", d.HTTPAddr(), "tls", d.TLSAddr(), "configDirs", d.cfg.ConfigDirs,
 		"configz", "http://"+d.HTTPAddr()+"/debug/configz")
 
 	select {
@@ -161,11 +168,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	<-ctx.Done() // STOPPING=1: Systemd (systemd.go)
 	d.log.Info("stopping: draining connections")
 	stopped := make(chan struct{})
-	go func() { d.grpc.GracefulStop(); close(stopped) }()
+	go func() {
+		if d.id != nil {
+			go d.id.grpc.GracefulStop()
+		}
+		d.grpc.GracefulStop()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		d.grpc.Stop()
+	}
+	if d.id != nil {
+		d.id.grpc.Stop()
 	}
 	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer shutCancel()
@@ -222,4 +238,4 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 }
 
 // XDS returns the xDS server (for debug and tests).
-func (d *Daemon) XDS() *xdsserver.Server { return d.xds }
+func (d *Daemon) XDS() *ads.Server { return d.xds }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
 	"github.com/baremesh/baremesh/sources/mcp"
 )
@@ -263,7 +264,7 @@ spec:
 `)
 	start := time.Now()
 	ist.apply(routes(0, 100, ""))
-	poll(t, "istiod's VirtualService and ServiceEntry in baremesh's store", func() bool {
+	testkit.EventuallyWithin(t, e2eWait, "istiod's VirtualService and ServiceEntry in baremesh's store", func() bool {
 		v := m.configz(t)
 		return v.source("VirtualService", "default", "echo") == "mcp:istiod" && v.source("ServiceEntry", "default", "ext") == "mcp:istiod"
 	})
@@ -306,7 +307,7 @@ spec:
 		resp0 := m.configz(t).MCP[0].Responses
 		ist.stop()
 		ist.start()
-		poll(t, "reconnected and resynced", func() bool {
+		testkit.EventuallyWithin(t, e2eWait, "reconnected and resynced", func() bool {
 			s := m.configz(t).MCP[0]
 			return s.Reconnects > r0 && s.Connected && s.Responses >= resp0+uint64(len(mcp.DefaultTypeURLs()))
 		})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/sources/mcp"
 )
 
@@ -88,13 +89,7 @@ func (w *world) deletes() int {
 
 func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.EventuallyWithin(t, d, what, cond)
 }
 
 func (w *world) port(name string) int {
