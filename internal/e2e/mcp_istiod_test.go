@@ -60,7 +60,10 @@ func freeAddr(t *testing.T) string {
 
 // startIstiod starts kube-apiserver and istiod; env adds to istiod's
 // environment.
-func startIstiod(t *testing.T, env ...string) *istiod {
+func startIstiod(t *testing.T, env ...string) *istiod { return startIstiodMesh(t, "{}\n", env...) }
+
+// startIstiodMesh is startIstiod with a mesh config.
+func startIstiodMesh(t *testing.T, meshConfig string, env ...string) *istiod {
 	t.Helper()
 	home, _ := os.UserHomeDir()
 	bin := findOne(filepath.Join(home, ".cache", "istio-bins", "*", "pilot-discovery"))
@@ -93,7 +96,7 @@ func startIstiod(t *testing.T, env ...string) *istiod {
 	}
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), kc, 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "mesh.yaml"), []byte("{}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "mesh.yaml"), []byte(meshConfig), 0o644))
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	_, err = cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "istio-system"}}, metav1.CreateOptions{})
 	must(t, err)
@@ -131,6 +134,9 @@ func (i *istiod) start() {
 		}
 		if time.Now().After(deadline) {
 			b, _ := os.ReadFile(filepath.Join(i.dir, "istiod.log"))
+			if p := os.Getenv("E2E_ISTIOD_LOG"); p != "" {
+				_ = os.WriteFile(p, b, 0o644)
+			}
 			i.t.Fatalf("istiod not ready within 60s; log tail:\n%s", tail(string(b), 3000))
 		}
 		time.Sleep(100 * time.Millisecond)

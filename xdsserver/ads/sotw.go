@@ -76,6 +76,13 @@ func (v *sotw) onRequest(m any) error {
 	c.mu.Lock()
 	w, _ := c.sub(typeURL, func() *sub { return &sub{typ: t, typeURL: typeURL} })
 	nonce := r.GetResponseNonce()
+	if w.sentNonce == "" {
+		// Nothing of this type was sent on this stream: whatever nonce it
+		// carries, this is the initial request. (Istio's MCP client, adsc,
+		// puts a timestamp in every request's nonce; istiod answers a new
+		// type the same way.)
+		nonce = ""
+	}
 	if nonce != "" && nonce != w.sentNonce {
 		c.mu.Unlock()
 		c.s.metrics.requests.WithLabelValues(t.Short, "stale").Inc()

@@ -30,10 +30,11 @@ func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *pu
 		return all()
 	}
 	for k := range req.Configs {
-		if slices.Contains(xdstype.ServiceKinds, k.Kind) || slices.Contains(xdstype.Inert, k.Kind) {
-			continue // services: judged by req.Services below
-		}
-		listed := false
+		// Services are judged by req.Services below, inert kinds affect
+		// nothing, except for a type that lists the kind (the Istio
+		// config types serve the configs themselves).
+		judged := slices.Contains(xdstype.ServiceKinds, k.Kind) || slices.Contains(xdstype.Inert, k.Kind)
+		listed := judged
 		for _, t := range types {
 			r, ok := t.Affects[k.Kind]
 			listed = listed || ok

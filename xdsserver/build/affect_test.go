@@ -61,7 +61,7 @@ spec:
 		{"mesh config", sidecarB, &push.Request{Full: true, Reasons: map[string]int{"mesh": 1}}, []string{"cds", "eds", "lds", "rds"}},
 	}
 	for _, tc := range cases {
-		got := Affected(xdstype.All, pc, tc.proxy, tc.req)
+		got := Affected([]*xdstype.Type{xdstype.Cluster, xdstype.Endpoint, xdstype.Listener, xdstype.Route}, pc, tc.proxy, tc.req)
 		var short []string
 		for t := range got {
 			short = append(short, t.Short)

@@ -134,7 +134,7 @@ var (
 
 // All is every type baremesh serves, in push order. It must not be
 // altered.
-var All = []*Type{Cluster, Endpoint, Listener, Route}
+var All = append([]*Type{Cluster, Endpoint, Listener, Route}, IstioConfig...)
 
 // With returns a copy of t that generates with g (for tests that stand a
 // generator in).
