@@ -16,7 +16,7 @@ func TestFirstRequestWithForeignNonce(t *testing.T) {
 	}
 	gens := e.gens.Load()
 	s.send(r.GetVersionInfo(), "not-our-nonce", []string{"a", "b"}, "") // stale: ignored
-	s.send(r.GetVersionInfo(), r.GetNonce(), []string{"a", "b"}, "")     // current: answered
+	s.send(r.GetVersionInfo(), r.GetNonce(), []string{"a", "b"}, "")    // current: answered
 	if r2 := s.recv(); len(r2.GetResources()) != 2 {
 		t.Fatalf("got %d resources, want 2", len(r2.GetResources()))
 	}

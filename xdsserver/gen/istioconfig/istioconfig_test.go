@@ -23,11 +23,11 @@ func TestVirtualServicesAsMCPResources(t *testing.T) {
 	mem := store.NewMemory()
 	for _, m := range []string{`apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {name: a, namespace: x, labels: {app: a}}
+metadata: {name: a, namespace: ns1, labels: {app: a}}
 spec: {hosts: [a.mesh], http: [{route: [{destination: {host: a.mesh}}]}]}
 `, `apiVersion: networking.istio.io/v1
 kind: VirtualService
-metadata: {name: b, namespace: y}
+metadata: {name: b, namespace: ns2}
 spec: {hosts: [b.mesh], http: [{route: [{destination: {host: b.mesh}}]}]}
 `} {
 		mem.Apply([]config.Config{configtest.Typed(t, m)}, nil)
@@ -38,7 +38,7 @@ spec: {hosts: [b.mesh], http: [{route: [{destination: {host: b.mesh}}]}]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out) != 2 || out[0].Name != "x/a" || out[1].Name != "y/b" {
+	if len(out) != 2 || out[0].Name != "ns1/a" || out[1].Name != "ns2/b" {
 		t.Fatalf("resources = %v", out)
 	}
 	r := out[0].Resource.(*mcpapi.Resource)
@@ -46,11 +46,11 @@ spec: {hosts: [b.mesh], http: [{route: [{destination: {host: b.mesh}}]}]}
 	if err := r.GetBody().UnmarshalTo(&vs); err != nil {
 		t.Fatal(err)
 	}
-	if r.GetMetadata().GetName() != "x/a" || r.GetMetadata().GetLabels()["app"] != "a" || vs.GetHosts()[0] != "a.mesh" {
+	if r.GetMetadata().GetName() != "ns1/a" || r.GetMetadata().GetLabels()["app"] != "a" || vs.GetHosts()[0] != "a.mesh" {
 		t.Fatalf("resource = %v", r)
 	}
-	named, _ := g(gen.Input{Push: pc, Proxy: &gen.Proxy{}, Names: []string{"y/b"}})
-	if len(named) != 1 || named[0].Name != "y/b" {
+	named, _ := g(gen.Input{Push: pc, Proxy: &gen.Proxy{}, Names: []string{"ns2/b"}})
+	if len(named) != 1 || named[0].Name != "ns2/b" {
 		t.Fatalf("named subscription got %v", named)
 	}
 	if none, _ := istioconfig.For(config.Gateway)(gen.Input{Push: pc, Proxy: &gen.Proxy{}}); len(none) != 0 {
