@@ -115,9 +115,7 @@ func newCluster(s *Source, id, file string, cfg *rest.Config) (*cluster, error) 
 
 	nsInf := c.factory.Core().V1().Namespaces()
 	c.namespaces = nsInf.Lister()
-	if len(s.filter) > 0 {
-		c.handle(nsInf.Informer(), func(obj any) { c.namespaceChanged(obj) })
-	}
+	c.handle(nsInf.Informer(), func(obj any) { c.namespaceChanged(obj) })
 	return c, nil
 }
 
@@ -253,14 +251,23 @@ func (c *cluster) namespaceChanged(obj any) {
 
 // selected reports whether the mesh sees namespace ns.
 func (c *cluster) selected(ns string) bool {
-	if len(c.src.filter) == 0 {
+	f := *c.src.filter.Load()
+	if len(f) == 0 {
 		return true
 	}
 	n, err := c.namespaces.Get(ns)
 	if err != nil {
 		return false
 	}
-	return c.src.filter.selects(n)
+	return f.selects(n)
+}
+
+// markAll makes the worker convert the whole cluster again.
+func (c *cluster) markAll() {
+	c.mu.Lock()
+	c.dirty.all = true
+	c.mu.Unlock()
+	c.poke()
 }
 
 func (c *cluster) start(ctx context.Context) {

@@ -30,6 +30,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -103,7 +104,7 @@ type Source struct {
 	opts   Options
 	sink   store.Sink
 	log    *slog.Logger
-	filter namespaceFilter
+	filter atomic.Pointer[namespaceFilter]
 
 	files map[string]fileState // by cluster ID; only Run's goroutine
 
@@ -133,8 +134,31 @@ func New(opts Options, sink store.Sink) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube source: discoverySelectors: %w", err)
 	}
-	return &Source{opts: opts, sink: sink, log: opts.Logger, filter: f, files: map[string]fileState{},
-		clusters: map[string]*cluster{}, istio: map[string]map[config.Key]config.Config{}, badFiles: map[string]string{}}, nil
+	s := &Source{opts: opts, sink: sink, log: opts.Logger, files: map[string]fileState{},
+		clusters: map[string]*cluster{}, istio: map[string]map[config.Key]config.Config{}, badFiles: map[string]string{}}
+	s.filter.Store(&f)
+	return s, nil
+}
+
+// SetDiscoverySelectors replaces the namespace selection (mesh config's
+// discoverySelectors changed): every cluster is converted again and only
+// what the new selection changes is delivered.
+func (s *Source) SetDiscoverySelectors(sels []*meshv1alpha1.LabelSelector) error {
+	f, err := newNamespaceFilter(sels)
+	if err != nil {
+		return fmt.Errorf("discoverySelectors: %w", err)
+	}
+	s.filter.Store(&f)
+	s.mu.Lock()
+	cs := make([]*cluster, 0, len(s.clusters))
+	for _, c := range s.clusters {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.markAll()
+	}
+	return nil
 }
 
 // Run watches the directory until ctx ends, then stops every cluster.
