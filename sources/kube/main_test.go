@@ -222,4 +222,6 @@ func (e *env) changesOutside(ns string) int {
 	return n
 }
 
-func serviceKey(host, ns string) model.ServiceKey { return model.ServiceKey{Hostname: host, Namespace: ns} }
+func serviceKey(host, ns string) model.ServiceKey {
+	return model.ServiceKey{Hostname: host, Namespace: ns}
+}
