@@ -15,7 +15,12 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-run: build
+# run builds only baremeshd (the first build downloads and compiles the
+# modules it needs: a few minutes on 2 cores; later builds take seconds).
+run:
+	@mkdir -p $(BIN)
+	@test -x $(BIN)/baremeshd || echo "make run: first build of baremeshd (downloads and compiles its modules; a few minutes on 2 cores)"
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/baremeshd
 	$(BIN)/baremeshd --config $(EXAMPLE)/baremesh.yaml --xds-addr $(XDS_ADDR) --http-addr $(HTTP_ADDR) --log-level info
 
 # test-deps installs what the tests need (apt packages, npm packages, tools

@@ -1,6 +1,8 @@
 // Command baremeshctl is baremesh's command-line tool.
 //
 //	baremeshctl validate DIR|FILE...   check config offline, exit 1 on problems
+//	baremeshctl token create|list|revoke   join tokens (internal/onboard)
+//	baremeshctl vm bootstrap ...           a VM's Istio agent files (internal/onboard)
 package main
 
 import (
@@ -8,6 +10,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/baremesh/baremesh/internal/onboard"
 	"github.com/baremesh/baremesh/internal/validate"
 )
 
@@ -27,6 +30,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return validate.Main(args[1:], stdout, stderr)
+	case "token", "vm":
+		return onboard.Main(args, stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -38,4 +43,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: baremeshctl validate DIR|FILE...   validate config offline (same parser and rules as baremeshd)")
+	fmt.Fprint(w, onboard.Usage)
 }

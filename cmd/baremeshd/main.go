@@ -3,6 +3,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,8 +17,21 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "version", "--version", "-version":
+			fmt.Println("baremeshd", version.Version)
+			return
+		case "help":
+			_, _, _ = daemon.Load([]string{"-h"}) // prints the usage
+			return
+		}
+	}
 	if len(os.Args) > 1 && os.Args[1] == "check-config" { // baremeshd check-config [flags]: exit 2 if it cannot start
 		_, path, err := daemon.CheckConfig(os.Args[2:])
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "baremeshd:", err)
 			os.Exit(2)
@@ -27,6 +42,9 @@ func main() {
 	hup := make(chan os.Signal, 1) // SIGHUP reloads; registered before anything can be slow
 	signal.Notify(hup, syscall.SIGHUP)
 	cfg, path, err := daemon.Load(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return // --help printed the usage
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "baremeshd:", err)
 		os.Exit(2)

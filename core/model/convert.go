@@ -30,6 +30,7 @@ func (r *Registry) servicesFromEntry(c *config.Config, se *networking.ServiceEnt
 		sel = ws.GetLabels()
 	}
 	out := make([]*Service, 0, len(se.GetHosts()))
+	var noAddr []string // hosts left without an address: the range is full
 	for _, h := range se.GetHosts() {
 		s := &Service{
 			Hostname: h, Namespace: c.Namespace, Ports: ports, Resolution: res,
@@ -41,12 +42,16 @@ func (r *Registry) servicesFromEntry(c *config.Config, se *networking.ServiceEnt
 		case len(se.GetAddresses()) > 0:
 			s.Addresses = se.GetAddresses()
 		case !strings.HasPrefix(h, "*") && res != Passthrough:
-			if ip := r.alloc.Allocate(s.Key()); ip != "" {
-				s.Addresses, s.AutoAllocated = []string{ip}, true
+			if aa, err := r.alloc.Allocate(s.Key()); err == nil {
+				s.Addresses, s.AutoAllocated = []string{aa.IPv4.String()}, true
+				s.AutoAllocatedIPv6 = aa.IPv6.String()
+			} else {
+				noAddr = append(noAddr, h)
 			}
 		}
 		out = append(out, s)
 	}
+	r.setAddressProblem(c, noAddr, len(se.GetHosts()))
 	return out
 }
 

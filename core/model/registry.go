@@ -41,21 +41,27 @@ type Registry struct {
 	// namespace, so a workload change looks only at its namespace's.
 	selectors map[string]map[config.Key]map[string]string
 	services  map[config.Key][]*Service // by ServiceEntry
+	// svcIndex holds the same services by ServiceEntry and hostname, so
+	// that Services costs no more for one entry with many hosts.
+	svcIndex  map[config.Key]map[string]*Service
 	byHost    map[ServiceKey][]config.Key
 	workloads map[config.Key]*WorkloadInstance
 	// wlByNS indexes workloads by namespace, for selectors.
 	wlByNS    map[string]map[config.Key]*WorkloadInstance
 	endpoints *EndpointIndex
-	kube      kubeState // Kubernetes inputs (kube.go)
+	// addrProblems are the ServiceEntries some of whose hosts got no
+	// automatic address.
+	addrProblems map[config.Key]store.Problem
+	kube         kubeState // Kubernetes inputs (kube.go)
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry(alloc *Allocator) *Registry {
 	return &Registry{
 		alloc: alloc, entries: map[config.Key]*networking.ServiceEntry{}, selectors: map[string]map[config.Key]map[string]string{},
-		services: map[config.Key][]*Service{}, byHost: map[ServiceKey][]config.Key{},
+		services: map[config.Key][]*Service{}, svcIndex: map[config.Key]map[string]*Service{}, byHost: map[ServiceKey][]config.Key{},
 		workloads: map[config.Key]*WorkloadInstance{}, wlByNS: map[string]map[config.Key]*WorkloadInstance{},
-		endpoints: NewEndpointIndex(), kube: newKubeState(),
+		endpoints: NewEndpointIndex(), addrProblems: map[config.Key]store.Problem{}, kube: newKubeState(),
 	}
 }
 
@@ -83,12 +89,7 @@ func (r *Registry) Services() []*Service {
 }
 
 func (r *Registry) serviceFrom(sk ServiceKey, src config.Key) *Service {
-	for _, s := range r.services[src] {
-		if s.Hostname == sk.Hostname {
-			return s
-		}
-	}
-	return nil
+	return r.svcIndex[src][sk.Hostname]
 }
 
 // Workload returns a workload instance by its WorkloadEntry key.
@@ -160,6 +161,7 @@ func (r *Registry) applyServiceEntry(k config.Key, c *config.Config, ch Change) 
 		nu = r.servicesFromEntry(c, se)
 	} else {
 		delete(r.entries, k)
+		delete(r.addrProblems, k)
 	}
 	r.indexSelector(k, c)
 	r.replaceServices(k, nu, ch)
@@ -200,8 +202,16 @@ func (r *Registry) replaceServices(k config.Key, nu []*Service, ch Change) {
 	}
 	if len(nu) == 0 {
 		delete(r.services, k)
+		delete(r.svcIndex, k)
 	} else {
 		r.services[k] = nu
+		idx := make(map[string]*Service, len(nu))
+		for _, s := range nu {
+			if _, dup := idx[s.Hostname]; !dup {
+				idx[s.Hostname] = s // the first, as the scan it replaces
+			}
+		}
+		r.svcIndex[k] = idx
 	}
 }
 

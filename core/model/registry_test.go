@@ -161,7 +161,7 @@ func TestAllocationIsDeterministic(t *testing.T) {
 	a1, a2 := model.NewAllocator(), model.NewAllocator()
 	seen := map[string]bool{}
 	for _, k := range keys {
-		ip := a1.Allocate(k)
+		ip := v4(t, a1, k)
 		if seen[ip] {
 			t.Fatalf("address %s given twice", ip)
 		}
@@ -169,7 +169,7 @@ func TestAllocationIsDeterministic(t *testing.T) {
 	}
 	// Another process, another order: the same addresses.
 	for i := len(keys) - 1; i >= 0; i-- {
-		if a2.Allocate(keys[i]) != a1.Allocate(keys[i]) {
+		if v4(t, a2, keys[i]) != v4(t, a1, keys[i]) {
 			t.Fatalf("%v: allocation depends on order", keys[i])
 		}
 	}
@@ -178,12 +178,12 @@ func TestAllocationIsDeterministic(t *testing.T) {
 	got := map[string]model.ServiceKey{}
 	for i := 0; i < 5000; i++ {
 		k := model.ServiceKey{Hostname: "h" + strconv.Itoa(i) + ".mesh", Namespace: "ns"}
-		ip := a.Allocate(k)
+		ip := v4(t, a, k)
 		if prev, dup := got[ip]; dup {
 			t.Fatalf("%s given to %v and %v", ip, prev, k)
 		}
 		got[ip] = k
-		if a.Allocate(k) != ip {
+		if v4(t, a, k) != ip {
 			t.Fatal("allocation not sticky")
 		}
 	}

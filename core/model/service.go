@@ -124,15 +124,20 @@ func (k ServiceKey) String() string { return k.Namespace + "/" + k.Hostname }
 type Service struct {
 	Hostname  string
 	Namespace string
-	// Addresses are the declared addresses, or the allocated one when
-	// AutoAllocated.
+	// Addresses are the declared addresses, or the allocated IPv4 one
+	// when AutoAllocated.
 	Addresses     []string
 	AutoAllocated bool
-	Ports         []Port
-	Resolution    Resolution
-	MeshExternal  bool
-	ExportTo      []string
-	Labels        map[string]string
+	// AutoAllocatedIPv6 is the allocated IPv6 address (2001:2::/48) that
+	// goes with an allocated IPv4 one. It is not in Addresses: like
+	// istiod without dual stack, generators give an IPv4 proxy only the
+	// IPv4 address.
+	AutoAllocatedIPv6 string
+	Ports             []Port
+	Resolution        Resolution
+	MeshExternal      bool
+	ExportTo          []string
+	Labels            map[string]string
 	// Selector selects WorkloadEntries (and later Pods) as endpoints.
 	Selector        map[string]string
 	SubjectAltNames []string
@@ -158,6 +163,7 @@ func (s *Service) Port(n uint32) (Port, bool) {
 func (s *Service) Equal(o *Service) bool {
 	return s.Hostname == o.Hostname && s.Namespace == o.Namespace &&
 		slices.Equal(s.Addresses, o.Addresses) && s.AutoAllocated == o.AutoAllocated &&
+		s.AutoAllocatedIPv6 == o.AutoAllocatedIPv6 &&
 		slices.Equal(s.Ports, o.Ports) && s.Resolution == o.Resolution &&
 		s.MeshExternal == o.MeshExternal && slices.Equal(s.ExportTo, o.ExportTo) &&
 		maps.Equal(s.Labels, o.Labels) && maps.Equal(s.Selector, o.Selector) &&

@@ -71,6 +71,32 @@ type Config struct {
 	// overrides it). The default 50 keeps the resident set near the live
 	// heap after connect storms, for a little more GC CPU.
 	GCPercent int `json:"gcPercent"`
+
+	// Identity (README "Identity"). TLSAddr is the TLS port of Istio's CA
+	// service (later also authenticated xDS); "" leaves it and the CA off.
+	TLSAddr string `json:"tlsAddr"`
+	// TLSSANs are the names (or IP addresses) the TLS port's certificate
+	// carries; default istiod.istio-system.svc (which Istio's agent checks)
+	// and this host's name.
+	TLSSANs []string `json:"tlsSANs"`
+	// StateDir holds the self-signed CA (ca/) and the join tokens (tokens/).
+	StateDir string `json:"stateDir"`
+	// CACertsDir, when set, is Istio's plugged-in cacerts layout (ca-cert.pem,
+	// ca-key.pem, root-cert.pem, cert-chain.pem), used instead of a
+	// self-signed root under StateDir/ca.
+	CACertsDir string `json:"caCertsDir"`
+	// WorkloadCertTTL is a workload certificate's lifetime when the request
+	// asks for none; MaxWorkloadCertTTL cuts longer requests.
+	WorkloadCertTTL    Duration `json:"workloadCertTTL"`
+	MaxWorkloadCertTTL Duration `json:"maxWorkloadCertTTL"`
+}
+
+// CADir is where the CA's files are: CACertsDir, else StateDir/ca.
+func (c Config) CADir() string {
+	if c.CACertsDir != "" {
+		return c.CACertsDir
+	}
+	return filepath.Join(c.StateDir, "ca")
 }
 
 // Defaults returns the configuration without a file or flags.
@@ -85,6 +111,10 @@ func Defaults() Config {
 		Debounce:     Duration{100 * time.Millisecond},
 		DebounceMax:  Duration{10 * time.Second},
 		GCPercent:    50,
+
+		StateDir:           "/var/lib/baremesh",
+		WorkloadCertTTL:    Duration{24 * time.Hour},
+		MaxWorkloadCertTTL: Duration{90 * 24 * time.Hour},
 	}
 }
 
@@ -98,6 +128,17 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %q is not HOST:PORT: %v", name, addr, err))
 		}
+	}
+	if c.TLSAddr != "" {
+		if _, _, err := net.SplitHostPort(c.TLSAddr); err != nil {
+			errs = append(errs, fmt.Errorf("tlsAddr: %q is not HOST:PORT: %v", c.TLSAddr, err))
+		}
+		if c.StateDir == "" && c.CACertsDir == "" {
+			errs = append(errs, errors.New("stateDir: required when tlsAddr is set (the CA lives there)"))
+		}
+	}
+	if c.WorkloadCertTTL.Duration <= 0 || c.MaxWorkloadCertTTL.Duration < c.WorkloadCertTTL.Duration {
+		errs = append(errs, fmt.Errorf("workloadCertTTL: want 0 < workloadCertTTL (%v) <= maxWorkloadCertTTL (%v)", c.WorkloadCertTTL, c.MaxWorkloadCertTTL))
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("logLevel: %w", err))
@@ -131,6 +172,18 @@ type multiFlag []string
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
+// Usage heads baremeshd's --help: its commands, then its flags.
+const Usage = `baremeshd: the baremesh control plane daemon
+
+Usage:
+  baremeshd [flags]               serve (as the baremesh.service unit does)
+  baremeshd check-config [flags]  check the config as the daemon would load it; exit 2 if it cannot start
+  baremeshd version               print the version (also --version)
+  baremeshd help                  this text (also --help, -h)
+
+Flags:
+`
+
 // Load reads flags (args without the program name) and the config file
 // they name, and returns the validated result. With --config-dir given
 // and no --config, a missing default file is not an error.
@@ -143,8 +196,14 @@ func Load(args []string) (Config, string, error) {
 		httpAddr = fset.String("http-addr", "", "debug and metrics listen address (default 127.0.0.1:15014)")
 		level    = fset.String("log-level", "", "log level: debug, info, warn, error")
 		mesh     = fset.String("mesh-config", "", "mesh config file")
+		tlsAddr  = fset.String("tls-addr", "", "TLS listen address HOST:PORT of the CA service (default off; Istio's is :15012)")
+		stateDir = fset.String("state-dir", "", "state directory (CA, join tokens; default /var/lib/baremesh)")
 	)
 	fset.Var(&dirs, "config-dir", "watched config directory (repeatable)")
+	fset.Usage = func() {
+		fmt.Fprint(fset.Output(), Usage)
+		fset.PrintDefaults()
+	}
 	if err := fset.Parse(args); err != nil {
 		return Config{}, "", err
 	}
@@ -167,7 +226,8 @@ func Load(args []string) (Config, string, error) {
 	for _, o := range []struct {
 		dst *string
 		v   string
-	}{{&cfg.XDSAddr, *xdsAddr}, {&cfg.HTTPAddr, *httpAddr}, {&cfg.LogLevel, *level}, {&cfg.MeshConfig, *mesh}} {
+	}{{&cfg.XDSAddr, *xdsAddr}, {&cfg.HTTPAddr, *httpAddr}, {&cfg.LogLevel, *level}, {&cfg.MeshConfig, *mesh},
+		{&cfg.TLSAddr, *tlsAddr}, {&cfg.StateDir, *stateDir}} {
 		if o.v != "" {
 			*o.dst = o.v
 		}
@@ -202,11 +262,10 @@ func ReadFile(path string) (Config, error) {
 			cfg.ConfigDirs[i] = filepath.Join(base, d)
 		}
 	}
-	if cfg.Clusters != "" && !filepath.IsAbs(cfg.Clusters) {
-		cfg.Clusters = filepath.Join(base, cfg.Clusters)
-	}
-	if cfg.MeshConfig != "" && !filepath.IsAbs(cfg.MeshConfig) {
-		cfg.MeshConfig = filepath.Join(base, cfg.MeshConfig)
+	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CACertsDir, &cfg.Clusters} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(base, *p)
+		}
 	}
 	return cfg, nil
 }

@@ -45,7 +45,8 @@ type Daemon struct {
 
 	xdsLis, httpLis net.Listener
 	extra           []route
-	kube            *kube.Source // nil without clusters
+	id              *identityParts // nil when tlsAddr is unset (identity.go)
+	kube            *kube.Source   // nil without clusters
 }
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows
@@ -83,6 +84,11 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		Logger: log.With("component", "xds"), Registerer: d.reg,
 	})
 	d.xds.Register(d.grpc)
+	if err := d.setupIdentity(mesh); err != nil {
+		d.xdsLis.Close()
+		d.httpLis.Close()
+		return nil, fmt.Errorf("identity: %w", err)
+	}
 	d.pipeline.AddListener(d.xds.OnPush)
 	d.Handle("/debug/syncz", d.xds.SyncHandler())
 	d.Handle("/debug/config_dump", d.xds.ConfigDumpHandler())
@@ -142,7 +148,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Error("xds server stopped", "err", err)
 		}
 	})
-	d.log.Info("baremeshd serving", "xds", d.XDSAddr(), "http", d.HTTPAddr(), "configDirs", d.cfg.ConfigDirs,
+	if d.id != nil {
+		goRun(func() { d.id.serve(d.log) })
+	}
+	d.log.Info("baremeshd serving", "xds", d.XDSAddr(), "http", d.HTTPAddr(), "tls", d.TLSAddr(), "configDirs", d.cfg.ConfigDirs,
 		"configz", "http://"+d.HTTPAddr()+"/debug/configz")
 
 	select {
@@ -154,11 +163,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 	<-ctx.Done() // STOPPING=1: Systemd (systemd.go)
 	d.log.Info("stopping: draining connections")
 	stopped := make(chan struct{})
-	go func() { d.grpc.GracefulStop(); close(stopped) }()
+	go func() {
+		if d.id != nil {
+			go d.id.grpc.GracefulStop()
+		}
+		d.grpc.GracefulStop()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		d.grpc.Stop()
+	}
+	if d.id != nil {
+		d.id.grpc.Stop()
 	}
 	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer shutCancel()

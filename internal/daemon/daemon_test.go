@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/internal/version"
 )
 
 const seYAML = `apiVersion: networking.istio.io/v1
@@ -97,6 +100,10 @@ func TestDaemonServesConfigAndFollowsEdits(t *testing.T) {
 	pollUntil(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
 	if code, _ := get(t, "http://"+d.HTTPAddr()+"/healthz"); code != 200 {
 		t.Fatalf("healthz = %d", code)
+	}
+	// /version is what baremesh-agent's controlPlane.versionURL reads.
+	if code, body := get(t, "http://"+d.HTTPAddr()+"/version"); code != 200 || !strings.Contains(body, `"version":"`+version.Version+`"`) {
+		t.Fatalf("version = %d %q", code, body)
 	}
 	cz := configzOf(t, d)
 	if len(cz.Resources) != 1 || cz.Resources[0].Source.File != path || cz.Resources[0].Source.Line != 1 {
@@ -231,4 +238,41 @@ func TestMeshConfigWatchedAndBadEditRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	pollUntil(t, "good edit after a bad one", func() bool { return trust() == "third.local" })
+}
+
+// TestConfigzShowsAddressExhaustion: a valid file whose ServiceEntry has
+// more address-less hosts than 240.240.0.0/16 holds is taken at once, and
+// the hosts left without an address are a named problem of that file on
+// /debug/configz.
+func TestConfigzShowsAddressExhaustion(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "conf.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: many, namespace: test}\nspec:\n  ports: [{number: 80, name: http, protocol: HTTP}]\n  resolution: DNS\n  hosts:\n")
+	for i := range 65_100 {
+		fmt.Fprintf(&b, "  - h%d.example.com\n", i)
+	}
+	path := filepath.Join(dir, "many.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	d, _ := startDaemon(t, dir)
+	var cz configz
+	// 65,100 services under -race on a busy machine: more than pollUntil's
+	// 10s may pass, but not a minute.
+	for cz = configzOf(t, d); len(cz.Model) == 0; cz = configzOf(t, d) {
+		if time.Since(t0) > time.Minute {
+			t.Fatal("no model problem on configz within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("problem on configz %v after start", time.Since(t0))
+	p := cz.Model[0]
+	if len(cz.Model) != 1 || p.Origin != path || p.Line != 1 || p.Resource != "ServiceEntry/test/many" ||
+		!strings.HasPrefix(p.Error, "76 of 65100 hosts have no address (") || !strings.Contains(p.Error, "240.240.0.0/16") {
+		t.Fatalf("model problems = %+v", cz.Model)
+	}
 }

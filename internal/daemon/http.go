@@ -12,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/internal/version"
 	"github.com/baremesh/baremesh/sources/kube"
 )
 
@@ -37,6 +38,12 @@ func (d *Daemon) httpHandler() http.Handler {
 		}
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	// /version answers {"version": "x.y.z"}, which baremesh-agent's
+	// controlPlane.versionURL reads to check version skew.
+	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"version": version.Version})
+	})
 	mux.HandleFunc("/debug/configz", d.configz)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -63,6 +70,9 @@ type configz struct {
 	Resources []configzResource `json:"resources"`
 	Rejected  []store.Problem   `json:"rejected"`
 	Conflicts []store.Conflict  `json:"conflicts"`
+	// Model lists what the service model could not build as configured
+	// (ServiceEntry hosts left without an automatic address).
+	Model []store.Problem `json:"model"`
 	// Clusters are the Kubernetes clusters, with their connection state.
 	Clusters []kube.ClusterStatus `json:"clusters,omitempty"`
 }
@@ -74,7 +84,8 @@ type snapshotInfo struct {
 }
 
 // configz shows every resource in force with its source and file, the
-// rejected files with their errors, and the conflicts between sources.
+// rejected files with their errors, the conflicts between sources and the
+// service model's problems.
 func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	out := configz{Resources: []configzResource{}, Rejected: d.agg.Problems(), Conflicts: d.agg.Conflicts()}
 	if out.Rejected == nil {
@@ -83,6 +94,7 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	if out.Conflicts == nil {
 		out.Conflicts = []store.Conflict{}
 	}
+	out.Model = d.registry.Problems()
 	if d.kube != nil {
 		out.Clusters = d.kube.Status()
 	}

@@ -22,6 +22,9 @@ func CheckConfig(args []string) (Config, string, error) {
 	if _, err := config.LoadMeshConfig(cfg.MeshConfig); err != nil {
 		return cfg, path, fmt.Errorf("mesh config %s: %w", cfg.MeshConfig, err)
 	}
+	if err := checkCA(cfg); err != nil {
+		return cfg, path, err
+	}
 	return cfg, path, nil
 }
 

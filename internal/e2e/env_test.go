@@ -101,6 +101,10 @@ type backend struct {
 	calls int
 	// failEvery makes every n-th call fail with UNAVAILABLE (0: never).
 	failEvery int
+	// failAll makes every call fail with UNAVAILABLE.
+	failAll bool
+	// delay is how long each call takes (a slow backend).
+	delay time.Duration
 }
 
 func startBackend(t *testing.T, name string) *backend {
@@ -116,8 +120,12 @@ func startBackend(t *testing.T, name string) *backend {
 		b.mu.Lock()
 		b.calls++
 		n := b.calls
-		fail := b.failEvery > 0 && n%b.failEvery != 0
+		fail := b.failAll || (b.failEvery > 0 && n%b.failEvery != 0)
+		delay := b.delay
 		b.mu.Unlock()
+		if delay > 0 {
+			time.Sleep(delay) // the backend's work, not synchronisation
+		}
 		if fail {
 			// No response headers: a failure with headers is "committed"
 			// and gRPC never retries it.

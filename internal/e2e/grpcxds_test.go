@@ -18,8 +18,18 @@ import (
 )
 
 func echoService(backends map[string]*backend, versions map[string]string) string {
+	return echoServicePolicy(backends, versions, "")
+}
+
+// echoServicePolicy is echo.mesh, its subsets v1 and v2, and a
+// WorkloadEntry per backend labelled with its version; policy, when
+// set, is the DestinationRule's trafficPolicy (YAML flow style).
+func echoServicePolicy(backends map[string]*backend, versions map[string]string, policy string) string {
 	var sb strings.Builder
-	sb.WriteString(`apiVersion: networking.istio.io/v1
+	if policy != "" {
+		policy = "  trafficPolicy: " + policy + "\n"
+	}
+	fmt.Fprintf(&sb, `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: echo, namespace: default}
 spec:
@@ -33,10 +43,10 @@ kind: DestinationRule
 metadata: {name: echo, namespace: default}
 spec:
   host: echo.mesh
-  subsets:
+%s  subsets:
   - {name: v1, labels: {version: v1}}
   - {name: v2, labels: {version: v2}}
-`)
+`, policy)
 	for name, b := range backends {
 		fmt.Fprintf(&sb, `---
 apiVersion: networking.istio.io/v1

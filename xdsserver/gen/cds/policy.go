@@ -20,7 +20,9 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 	if lb {
 		applyLB(c, policy.GetLoadBalancer(), proxyless)
 	}
-	if od := policy.GetOutlierDetection(); od != nil {
+	if od := policy.GetOutlierDetection(); od != nil && proxyless {
+		c.OutlierDetection = grpcOutlier(od)
+	} else if od != nil {
 		applyOutlier(c, od)
 	}
 	applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
@@ -31,8 +33,10 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 }
 
 // applyLB maps Istio's load balancer settings. Istio's default is
-// LEAST_REQUEST; proxyless gRPC gets ROUND_ROBIN, and for MAGLEV and
-// RANDOM, which grpc-go does not implement, RING_HASH and ROUND_ROBIN.
+// LEAST_REQUEST; proxyless gRPC gets ROUND_ROBIN, for MAGLEV and RANDOM,
+// which gRPC does not implement, RING_HASH and ROUND_ROBIN, and for
+// LEAST_REQUEST and LEAST_CONN a list to take the first known policy of
+// (leastRequestPolicies).
 func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyless bool) {
 	c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
 	if proxyless {
@@ -62,6 +66,10 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyles
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
 	case networking.LoadBalancerSettings_LEAST_REQUEST, networking.LoadBalancerSettings_LEAST_CONN:
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
+		if proxyless {
+			c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN // ignored beside load_balancing_policy
+			c.LoadBalancingPolicy = leastRequestPolicies
+		}
 	case networking.LoadBalancerSettings_RANDOM:
 		if !proxyless {
 			c.LbPolicy = clusterv3.Cluster_RANDOM
@@ -76,41 +84,48 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyles
 	}
 }
 
+// applyOutlier is istiod's applyOutlierDetection: success-rate ejection
+// off; each consecutive-error kind set only when the field is (unset
+// leaves Envoy's default, 5 errors enforced, as Istio); local-origin
+// failures only with split errors; the panic threshold always set to
+// minHealthPercent (0 by default turns panic mode off, as Istio).
 func applyOutlier(c *clusterv3.Cluster, o *networking.OutlierDetection) {
 	od := &clusterv3.OutlierDetection{
 		Interval: o.GetInterval(), BaseEjectionTime: o.GetBaseEjectionTime(),
-		EnforcingConsecutive_5Xx:               gen.U32(0),
-		EnforcingConsecutiveGatewayFailure:     gen.U32(0),
-		EnforcingSuccessRate:                   gen.U32(0),
-		EnforcingConsecutiveLocalOriginFailure: gen.U32(0),
+		EnforcingSuccessRate: gen.U32(0),
 	}
 	if e := o.GetConsecutive_5XxErrors(); e != nil {
-		od.Consecutive_5Xx = gen.U32(e.GetValue())
-		if e.GetValue() > 0 {
-			od.EnforcingConsecutive_5Xx = gen.U32(100)
-		}
-	} else if n := o.GetConsecutiveErrors(); n > 0 { //nolint:staticcheck // deprecated, still honoured by Istio
-		od.Consecutive_5Xx = gen.U32(uint32(n))
-		od.EnforcingConsecutive_5Xx = gen.U32(100)
+		od.Consecutive_5Xx, od.EnforcingConsecutive_5Xx = gen.U32(e.GetValue()), gen.U32(enforcing(e.GetValue()))
 	}
 	if e := o.GetConsecutiveGatewayErrors(); e != nil {
-		od.ConsecutiveGatewayFailure = gen.U32(e.GetValue())
-		if e.GetValue() > 0 {
-			od.EnforcingConsecutiveGatewayFailure = gen.U32(100)
-		}
-	}
-	if n := o.GetConsecutiveLocalOriginFailures(); n != nil {
-		od.ConsecutiveLocalOriginFailure = gen.U32(n.GetValue())
-		od.EnforcingConsecutiveLocalOriginFailure = gen.U32(100)
-		od.SplitExternalLocalOriginErrors = o.GetSplitExternalLocalOriginErrors()
+		od.ConsecutiveGatewayFailure, od.EnforcingConsecutiveGatewayFailure = gen.U32(e.GetValue()), gen.U32(enforcing(e.GetValue()))
 	}
 	if n := o.GetMaxEjectionPercent(); n > 0 {
 		od.MaxEjectionPercent = gen.U32(uint32(n))
 	}
-	c.OutlierDetection = od
-	if n := o.GetMinHealthPercent(); n > 0 {
-		c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: &typev3.Percent{Value: float64(n)}}
+	if o.GetSplitExternalLocalOriginErrors() {
+		od.SplitExternalLocalOriginErrors = true
+		if n := o.GetConsecutiveLocalOriginFailures().GetValue(); n > 0 {
+			od.ConsecutiveLocalOriginFailure, od.EnforcingConsecutiveLocalOriginFailure = gen.U32(n), gen.U32(100)
+		}
+		od.EnforcingLocalOriginSuccessRate = gen.U32(0)
 	}
+	c.OutlierDetection = od
+	if n := o.GetMinHealthPercent(); n >= 0 {
+		if c.CommonLbConfig == nil {
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{}
+		}
+		c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: float64(n)}
+	}
+}
+
+// enforcing is Istio's enforcement percentage for a consecutive-error
+// count: 100, or 0 when the count is 0 (ejection off).
+func enforcing(n uint32) uint32 {
+	if n > 0 {
+		return 100
+	}
+	return 0
 }
 
 // applyLocalityWeighted turns on Envoy's locality weighted load

@@ -323,9 +323,13 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 	if !b.proxyless {
 		ra.Timeout = noTimeout
 		ra.RetryPolicy = defaultRetryPolicy
-		if b.v.HasDestinationRules() {
-			ra.HashPolicy = b.hashPolicy(b.v.ServiceFor(host), b.port, "")
-		}
+	}
+	// The DestinationRule's consistent hash goes on the default route too,
+	// proxyless or not, as istiod's BuildSidecarVirtualHostWrapper does
+	// (grpcgen builds its routes the same way): without a hash policy a
+	// RING_HASH cluster hashes every request afresh.
+	if b.v.HasDestinationRules() {
+		ra.HashPolicy = b.hashPolicy(b.v.ServiceFor(host), b.port, "")
 	}
 	return r
 }

@@ -1,0 +1,178 @@
+package identity
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Credentials is what a connection offers to prove who is calling, as the
+// serving edge took it from the transport (no gRPC types here).
+type Credentials struct {
+	// PeerCertificates is the client's TLS chain, leaf first, as presented
+	// (not yet verified: the listener requests a certificate without
+	// checking it, so that a bad one is refused here with a reason).
+	PeerCertificates []*x509.Certificate
+	// BearerToken is the token of an "authorization: Bearer <token>" header.
+	BearerToken string
+	// Peer is the remote address, for logs.
+	Peer string
+}
+
+// Method names how a caller was authenticated.
+const (
+	MethodToken      = "token"
+	MethodClientCert = "client-cert"
+)
+
+// Caller is an authenticated caller.
+type Caller struct {
+	ID ID
+	// Method is MethodToken or MethodClientCert (later: a Kubernetes token).
+	Method string
+	// Detail says with what: the token's ID, or the client certificate's
+	// serial number in hex.
+	Detail string
+	// Group is the WorkloadGroup a join token names ("" otherwise).
+	Group string
+}
+
+// Authenticator decides who a caller is. Implementations are safe for
+// concurrent use. An authenticator that finds nothing it checks in creds
+// returns an error that Is ErrNoCredentials, so that a Chain tries the
+// next one.
+type Authenticator interface {
+	Authenticate(ctx context.Context, creds Credentials) (*Caller, error)
+}
+
+// Authentication errors. Each is permanent for the credential that caused
+// it (retrying the same credential cannot succeed), except
+// ErrTokenStore, which is the server's own trouble.
+var (
+	ErrNoCredentials    = errors.New("no credentials (neither a client certificate nor a bearer token)")
+	ErrCertUntrusted    = errors.New("client certificate not issued by this mesh's CA")
+	ErrCertExpired      = errors.New("client certificate expired or not yet valid")
+	ErrCertNoIdentity   = errors.New("client certificate carries no SPIFFE identity")
+	ErrTokenMalformed   = errors.New("join token malformed")
+	ErrTokenUnknown     = errors.New("join token unknown")
+	ErrTokenBadSecret   = errors.New("join token secret does not match (forged or mistyped)")
+	ErrTokenExpired     = errors.New("join token expired")
+	ErrTokenRevoked     = errors.New("join token revoked")
+	ErrTokenUsedUp      = errors.New("join token used up")
+	ErrTokenStore       = errors.New("join token store unavailable")
+	ErrIdentityMismatch = errors.New("requested identity differs from the caller's")
+)
+
+// reasons maps each error to a short metric label, most specific first:
+// when a Chain joins errors, the first listed that matches wins.
+var reasons = []struct {
+	err    error
+	reason string
+}{
+	{ErrTokenExpired, "token_expired"},
+	{ErrTokenRevoked, "token_revoked"},
+	{ErrTokenUsedUp, "token_used_up"},
+	{ErrTokenBadSecret, "token_bad_secret"},
+	{ErrTokenUnknown, "token_unknown"},
+	{ErrTokenMalformed, "token_malformed"},
+	{ErrTokenStore, "token_store"},
+	{ErrCertExpired, "cert_expired"},
+	{ErrCertUntrusted, "cert_untrusted"},
+	{ErrCertNoIdentity, "cert_no_identity"},
+	{ErrNoCredentials, "no_credentials"},
+	{ErrIdentityMismatch, "identity_mismatch"},
+	{ErrCSRTooLarge, "csr_too_large"},
+	{ErrCSRKeyUnsupported, "csr_key_unsupported"},
+	{ErrCSRIdentity, "csr_identity"},
+	{ErrCSRInvalid, "csr_invalid"},
+}
+
+// Reason returns a short label for an error of this package ("other" for
+// anything else), for metrics.
+func Reason(err error) string {
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.reason
+		}
+	}
+	return "other"
+}
+
+// IsAuthError reports whether err is an authentication failure (as opposed
+// to a bad request or the server's own trouble).
+func IsAuthError(err error) bool {
+	for _, e := range []error{ErrNoCredentials, ErrCertUntrusted, ErrCertExpired, ErrCertNoIdentity, ErrTokenMalformed,
+		ErrTokenUnknown, ErrTokenBadSecret, ErrTokenExpired, ErrTokenRevoked, ErrTokenUsedUp} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// Chain tries authenticators in order and returns the first success. The
+// client certificate should come first: it costs nothing, while a join
+// token with a use count is spent when it authenticates.
+type Chain []Authenticator
+
+// Authenticate implements Authenticator. When none succeeds the error
+// joins every failure except "no credentials".
+func (c Chain) Authenticate(ctx context.Context, creds Credentials) (*Caller, error) {
+	var errs []error
+	for _, a := range c {
+		caller, err := a.Authenticate(ctx, creds)
+		if err == nil {
+			return caller, nil
+		}
+		if !errors.Is(err, ErrNoCredentials) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil, ErrNoCredentials
+	}
+	return nil, errors.Join(errs...)
+}
+
+// CertAuthenticator accepts a client certificate issued by the CA (the
+// renewal path: a workload holding a valid certificate is that identity).
+type CertAuthenticator struct {
+	CA  *CA
+	Now func() time.Time // nil: time.Now
+}
+
+var _ Authenticator = (*CertAuthenticator)(nil)
+
+// Authenticate implements Authenticator.
+func (a *CertAuthenticator) Authenticate(_ context.Context, creds Credentials) (*Caller, error) {
+	if len(creds.PeerCertificates) == 0 {
+		return nil, ErrNoCredentials
+	}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	leaf := creds.PeerCertificates[0]
+	inter := a.CA.Intermediates()
+	for _, c := range creds.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: a.CA.Roots(), Intermediates: inter, CurrentTime: now(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		var inv x509.CertificateInvalidError
+		if errors.As(err, &inv) && inv.Reason == x509.Expired {
+			return nil, fmt.Errorf("%w: serial %s: %v", ErrCertExpired, leaf.SerialNumber.Text(16), err)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrCertUntrusted, err)
+	}
+	if len(leaf.URIs) != 1 {
+		return nil, fmt.Errorf("%w: %d URI SANs", ErrCertNoIdentity, len(leaf.URIs))
+	}
+	id, err := IDFromURL(leaf.URIs[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCertNoIdentity, err)
+	}
+	return &Caller{ID: id, Method: MethodClientCert, Detail: leaf.SerialNumber.Text(16)}, nil
+}

@@ -1,0 +1,130 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
+	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/xdsserver/ca"
+)
+
+// DefaultTLSSANs are the TLS port certificate's names when tlsSANs is
+// empty: the name Istio's agent checks, and this host's name.
+func DefaultTLSSANs() []string {
+	sans := []string{"istiod.istio-system.svc"}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		sans = append(sans, h)
+	}
+	return sans
+}
+
+// identityParts is the CA, its authenticator and the TLS gRPC server the
+// CA service runs on (authenticated xDS will be registered on the same
+// server once the xDS server has its authenticator seam).
+type identityParts struct {
+	ca    *identity.CA
+	authn identity.Authenticator
+	// xdsAuthn is authn for xDS streams: a token is checked, not spent
+	// (for the xDS server's Authenticate hook, not wired yet).
+	xdsAuthn identity.Authenticator
+	srv      *ca.Server
+	grpc     *grpc.Server
+	lis      net.Listener
+}
+
+// setupIdentity loads (or on first start creates) the CA and opens the TLS
+// port. With tlsAddr unset it does nothing.
+func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
+	if d.cfg.TLSAddr == "" {
+		return nil
+	}
+	log := d.log.With("component", "ca")
+	authority, err := identity.LoadCA(identity.CAOptions{Dir: d.cfg.CADir(), Plugged: d.cfg.CACertsDir != "", Organization: mesh.GetTrustDomain()})
+	if err != nil {
+		return err
+	}
+	if authority.Generated {
+		log.Info("generated a self-signed root CA", "dir", d.cfg.CADir())
+	}
+	initialTD := mesh.GetTrustDomain()
+	trustDomain := func() string {
+		if pc := d.pipeline.Current(); pc != nil && pc.Mesh.GetTrustDomain() != "" {
+			return pc.Mesh.GetTrustDomain()
+		}
+		return initialTD
+	}
+	tokens := &identity.TokenStore{Dir: filepath.Join(d.cfg.StateDir, "tokens")}
+	p := &identityParts{ca: authority, authn: identity.Chain{
+		&identity.CertAuthenticator{CA: authority},
+		&identity.TokenAuthenticator{Store: tokens, TrustDomain: trustDomain},
+	}}
+	p.xdsAuthn = identity.Chain{
+		&identity.CertAuthenticator{CA: authority},
+		&identity.TokenAuthenticator{Store: tokens, TrustDomain: trustDomain, NoSpend: true},
+	}
+	p.srv = ca.New(ca.Options{CA: authority, Authenticator: p.authn, TrustDomain: trustDomain,
+		DefaultTTL: d.cfg.WorkloadCertTTL.Duration, MaxTTL: d.cfg.MaxWorkloadCertTTL.Duration,
+		Logger: log, Registerer: d.reg})
+	sans := d.cfg.TLSSANs
+	if len(sans) == 0 {
+		sans = DefaultTLSSANs()
+	}
+	tlsCfg, err := ca.ServerTLS(authority, sans)
+	if err != nil {
+		return fmt.Errorf("TLS port certificate: %w", err)
+	}
+	if p.lis, err = net.Listen("tcp", d.cfg.TLSAddr); err != nil {
+		return fmt.Errorf("tls listener: %w", err)
+	}
+	p.grpc = grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}))
+	p.srv.Register(p.grpc)
+	d.Handle("/debug/certz", p.srv.CertzHandler())
+	d.id = p
+	log.Info("CA ready", "dir", d.cfg.CADir(), "plugged", d.cfg.CACertsDir != "", "tokens", tokens.Dir, "sans", sans)
+	return nil
+}
+
+// checkCA checks the CA baremeshd would load, without creating one: a
+// plugged-in directory must hold a good CA; a self-signed one may not exist
+// yet (the first start makes it) but must be good if it does.
+func checkCA(cfg Config) error {
+	if cfg.TLSAddr == "" {
+		return nil
+	}
+	if cfg.CACertsDir == "" {
+		if _, err := os.Stat(filepath.Join(cfg.CADir(), identity.CACertFile)); errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(cfg.CADir(), identity.CAKeyFile)); errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+		}
+	}
+	_, err := identity.LoadCA(identity.CAOptions{Dir: cfg.CADir(), Plugged: true})
+	return err
+}
+
+// TLSAddr is the bound TLS address ("" when the TLS port is off).
+func (d *Daemon) TLSAddr() string {
+	if d.id == nil {
+		return ""
+	}
+	return d.id.lis.Addr().String()
+}
+
+func (p *identityParts) serve(log *slog.Logger) {
+	if err := p.grpc.Serve(p.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		log.Error("tls server stopped", "err", err)
+	}
+}

@@ -1,0 +1,21 @@
+package daemon
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+// TestLoadHelp: --help is not an error to exit 2 on (baremeshd exits 0),
+// and the usage names every command.
+func TestLoadHelp(t *testing.T) {
+	if _, _, err := Load([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Load(--help) = %v, want flag.ErrHelp", err)
+	}
+	for _, cmd := range []string{"check-config", "version", "help"} {
+		if !strings.Contains(Usage, "baremeshd "+cmd) {
+			t.Errorf("usage does not name %q", cmd)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package ca
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	issued    *prometheus.CounterVec
+	refused   *prometheus.CounterVec
+	tokenUses prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	m := metrics{
+		issued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baremesh_ca_certs_issued_total",
+			Help: "Workload certificates issued, by how the caller authenticated (token, client-cert).",
+		}, []string{"method"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "baremesh_ca_requests_refused_total",
+			Help: "Certificate requests refused, by reason (token_expired, token_revoked, token_used_up, token_bad_secret, token_unknown, token_malformed, cert_untrusted, cert_expired, no_credentials, identity_mismatch, csr_*...).",
+		}, []string{"reason"}),
+		tokenUses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "baremesh_ca_token_uses_total",
+			Help: "Join token uses spent (successful token authentications).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.issued, m.refused, m.tokenUses)
+	}
+	return m
+}
