@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,10 @@ type cluster struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	kick   chan struct{}
+
+	// relisted counts updates that repeat an object's resource version:
+	// what an informer's relist replays of objects that did not change.
+	relisted atomic.Int64
 
 	mu       sync.Mutex
 	dirty    dirtySet
@@ -130,6 +135,7 @@ func (c *cluster) handle(inf cache.SharedIndexInformer, f func(obj any)) {
 		UpdateFunc: func(o, n any) {
 			if ov, ok := o.(interface{ GetResourceVersion() string }); ok {
 				if nv, ok := n.(interface{ GetResourceVersion() string }); ok && ov.GetResourceVersion() == nv.GetResourceVersion() {
+					c.relisted.Add(1)
 					return
 				}
 			}
@@ -457,6 +463,7 @@ func (c *cluster) status() ClusterStatus {
 	defer c.mu.Unlock()
 	st := c.st
 	st.Services, st.Pods = len(svcs), len(pods)
+	st.RelistedUnchanged = c.relisted.Load()
 	st.IstioKinds = []string{}
 	for gvr := range c.istio {
 		st.IstioKinds = append(st.IstioKinds, gvr.Resource+"."+gvr.Group+"/"+gvr.Version)

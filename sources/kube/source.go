@@ -483,6 +483,10 @@ type ClusterStatus struct {
 	IstioKinds []string `json:"istioKinds"`
 	Services   int      `json:"services"`
 	Pods       int      `json:"pods"`
+	// RelistedUnchanged counts objects an informer's relist (after an API
+	// server restart or an expired watch) delivered again unchanged; they
+	// raise no event.
+	RelistedUnchanged int64 `json:"relistedUnchanged"`
 }
 
 // Status returns each cluster's state and each refused kubeconfig,
