@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,7 @@ type Source struct {
 	filter atomic.Pointer[namespaceFilter]
 
 	files map[string]fileState // by cluster ID; only Run's goroutine
+	dupes map[string]bool      // files refused for a taken cluster ID; only Run's goroutine
 
 	// mu guards clusters and the Istio configs delivered, and serialises
 	// deliveries, so a replaced cluster's late batch is dropped.
@@ -214,7 +216,7 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 		s.log.Warn("kubeconfig directory unreadable; clusters stay as they are", "dir", s.opts.Dir, "err", err)
 		return
 	}
-	present := map[string]bool{}
+	byID := map[string][]string{} // paths, sorted
 	for _, e := range entries {
 		name := e.Name()
 		path := filepath.Join(s.opts.Dir, name)
@@ -225,9 +227,25 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 			continue
 		}
 		id := strings.TrimSuffix(name, filepath.Ext(name))
-		if present[id] {
-			s.fileProblem(path, fmt.Errorf("cluster ID %q is already taken by another file in %s (the ID is the file name without extension)", id, s.opts.Dir))
-			continue
+		byID[id] = append(byID[id], path)
+	}
+	present := map[string]bool{}
+	dupes := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		paths := byID[id]
+		// The file that holds the ID keeps it; another file with the
+		// same name but another extension is refused.
+		path := paths[0]
+		if old, ok := s.files[id]; ok && slices.Contains(paths, old.path) {
+			path = old.path
+		}
+		for _, p := range paths {
+			if p != path {
+				dupes[p] = true
+				if !s.dupes[p] {
+					s.fileProblem(p, fmt.Errorf("cluster ID %q is already taken by %s (the ID is the file name without extension)", id, path))
+				}
+			}
 		}
 		present[id] = true
 		data, err := os.ReadFile(path)
@@ -236,8 +254,12 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 			continue
 		}
 		h := sha256.Sum256(data)
-		if old, ok := s.files[id]; ok && old.hash == h && old.path == path {
+		old, had := s.files[id]
+		if had && old.hash == h && old.path == path {
 			continue
+		}
+		if had && old.path != path {
+			s.fileProblem(old.path, nil)
 		}
 		s.files[id] = fileState{path: path, hash: h}
 		cfg, err := loadKubeconfig(path)
@@ -249,6 +271,16 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 		s.fileProblem(path, nil)
 		s.startCluster(ctx, id, path, cfg, initial)
 	}
+	current := map[string]bool{}
+	for _, f := range s.files {
+		current[f.path] = true
+	}
+	for p := range s.dupes {
+		if !dupes[p] && !current[p] {
+			s.fileProblem(p, nil) // the duplicate is gone
+		}
+	}
+	s.dupes = dupes
 	for id, f := range s.files {
 		if !present[id] {
 			delete(s.files, id)
