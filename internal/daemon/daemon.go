@@ -219,6 +219,7 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 		if last != nil {
 			d.log.Info("mesh config changed", "file", d.cfg.MeshConfig)
 			d.pipeline.SetMesh(m)
+			d.kubeMeshChanged(m)
 		}
 		last = m
 	})

@@ -221,3 +221,7 @@ func (e *env) changesOutside(ns string) int {
 	}
 	return n
 }
+
+func serviceKey(host, ns string) model.ServiceKey {
+	return model.ServiceKey{Hostname: host, Namespace: ns}
+}
