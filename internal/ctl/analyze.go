@@ -1,0 +1,3 @@
+package ctl
+
+func analyzeCmd(e *Env, args []string) int { return 2 }
