@@ -178,7 +178,7 @@ func (e *Env) usage(w io.Writer) {
 }
 
 func helpCmd(e *Env, args []string) int {
-	if len(args) == 0 {
+	if len(args) == 0 || isHelp(args[0]) {
 		e.usage(e.Stdout)
 		return 0
 	}

@@ -24,7 +24,7 @@ const (
 // With -update it records the daemon's answers under testdata/daemon for
 // TestGolden.
 func TestDaemon(t *testing.T) {
-	d, _ := startExample(t)
+	d, conf := startExample(t)
 	base := "http://" + d.HTTPAddr()
 	connectProxy(t, d.XDSAddr(), reviewsID, nil)
 	connectProxy(t, d.XDSAddr(), ratingsID, map[string]string{typeLDS: nackMsg})
@@ -68,6 +68,29 @@ func TestDaemon(t *testing.T) {
 	code, out, errs = run(base, time.Time{}, "version")
 	if code != 0 || out != "client version: "+version.Version+"\nbaremeshd version: "+version.Version+" ("+base+")\n" {
 		t.Errorf("version: exit %d\n%s%s", code, out, errs)
+	}
+
+	// analyze --daemon reads the daemon's config: clean, then a VirtualService
+	// to a subset nobody defines, reported with its file and line.
+	code, out, errs = run(base, time.Time{}, "analyze", "--daemon", base)
+	if code != 0 || !strings.Contains(out, "No validation issues found when analyzing baremeshd at "+base) {
+		t.Errorf("analyze --daemon: exit %d\n%s%s", code, out, errs)
+	}
+	vs := "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: ratings, namespace: bookinfo}\nspec:\n  hosts: [ratings.bookinfo.mesh]\n  http: [{route: [{destination: {host: ratings.bookinfo.mesh, subset: v9}}]}]\n"
+	if err := os.WriteFile(filepath.Join(conf, "zz-ratings-vs.yaml"), []byte(vs), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := `Error [IST0101] (VirtualService bookinfo/ratings ` + filepath.Join(conf, "zz-ratings-vs.yaml") + `:1) Referenced host+subset in destinationrule not found: "ratings.bookinfo.mesh+v9"`
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, errs = run(base, time.Time{}, "--daemon", base, "analyze", "--use-daemon")
+		if code == ExitAnalyzeIssues && strings.TrimSpace(out) == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("analyze --use-daemon: exit %d\n%s%s\nwant %s", code, out, errs, want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	if *update { // record the daemon's answers for the golden tests
@@ -144,6 +167,7 @@ func TestGolden(t *testing.T) {
 		{"all.golden", []string{"proxy-config", "all", "reviews-vm-1.bookinfo"}},
 		{"clusters-json.golden", []string{"proxy-config", "clusters", "reviews-vm-1.bookinfo", "--fqdn", "ratings.bookinfo.mesh", "-o", "json"}},
 		{"help.golden", []string{"--help"}},
+		{"version.golden", []string{"version"}},
 		{"completion-bash.golden", []string{"completion", "bash"}},
 		{"completion-zsh.golden", []string{"completion", "zsh"}},
 	} {
@@ -152,7 +176,7 @@ func TestGolden(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errs)
 			}
-			writeGolden(t, tc.golden, strings.ReplaceAll(out, version.Version, "VERSION"))
+			writeGolden(t, tc.golden, strings.ReplaceAll(strings.ReplaceAll(out, version.Version, "VERSION"), base, "URL"))
 		})
 	}
 }
@@ -201,5 +225,36 @@ func TestUsage(t *testing.T) {
 	code, _, errs = run("", time.Time{}, "proxy-config", "secrets", "x")
 	if code != 2 || !strings.Contains(errs, "choose clusters, listeners, routes, endpoints or all") {
 		t.Errorf("proxy-config secrets: exit %d, %q", code, errs)
+	}
+}
+
+// TestAnalyzeDir: the directory with known mistakes gives istioctl's
+// codes with file:line and exit 79; --failure-threshold and
+// --output-threshold work; the example mesh is clean.
+func TestAnalyzeDir(t *testing.T) {
+	code, out, errs := run("", time.Time{}, "analyze", "testdata/analyze/mistakes")
+	if code != ExitAnalyzeIssues {
+		t.Errorf("exit %d, want %d: %s", code, ExitAnalyzeIssues, errs)
+	}
+	writeGolden(t, "analyze-mistakes.golden", out)
+	code, out, _ = run("", time.Time{}, "analyze", "--output-threshold", "warning", "--failure-threshold", "error", "testdata/analyze/mistakes/gateway.yaml", "testdata/analyze/mistakes/shop.yaml")
+	if code != ExitAnalyzeIssues || !strings.HasPrefix(out, "Warning [BM0001] (Gateway shop/shop-gw testdata/analyze/mistakes/gateway.yaml:2)") || strings.Contains(out, "IST0118") {
+		t.Errorf("warnings and errors shown, info not: exit %d\n%s", code, out)
+	}
+	code, out, _ = run("", time.Time{}, "analyze", "--failure-threshold", "error", "testdata/analyze/clean")
+	if code != 0 || !strings.HasPrefix(out, "Warning [BM0001] (Gateway shop/shop-gw testdata/analyze/clean/gateway.yaml:") {
+		t.Errorf("a warning below the failure threshold: exit %d\n%s", code, out)
+	}
+	code, out, _ = run("", time.Time{}, "analyze", "--output-threshold", "warning", "testdata/analyze/mistakes/shop.yaml", "--failure-threshold", "info")
+	if code != ExitAnalyzeIssues || strings.Contains(out, "IST0118") {
+		t.Errorf("info hidden but failing: exit %d\n%s", code, out)
+	}
+	code, out, errs = run("", time.Time{}, "analyze", "../../examples/vm-mesh/conf.d")
+	if code != 0 || out != "✔ No validation issues found when analyzing ../../examples/vm-mesh/conf.d.\n" {
+		t.Errorf("example mesh: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs = run("", time.Time{}, "analyze", "no/such/dir")
+	if code != 2 || !strings.Contains(errs, "no/such/dir") {
+		t.Errorf("missing dir: exit %d %s", code, errs)
 	}
 }

@@ -95,7 +95,7 @@ func proxyConfig(e *Env, args []string) int {
 				res = append(res, r)
 			}
 		}
-		sort.SliceStable(res, func(i, j int) bool { return resName(res[i]) < resName(res[j]) })
+		sort.SliceStable(res, func(i, j int) bool { return sortKey(res[i]) < sortKey(res[j]) })
 		if out != "table" {
 			raw[s.name] = res
 			continue
@@ -201,11 +201,17 @@ func keepRoute(r map[string]any, f configFilter) bool {
 	return false
 }
 
-func resName(r map[string]any) string {
-	if n := str(r, "name"); n != "" {
-		return n
+// sortKey orders Istio cluster names (and endpoints by cluster) by host,
+// port, subset and direction, as istioctl lists them; others by name.
+func sortKey(r map[string]any) string {
+	n := str(r, "name")
+	if n == "" {
+		n = str(r, "clusterName")
 	}
-	return str(r, "clusterName")
+	if dir, port, subset, fqdn, ok := clusterParts(n); ok {
+		return fmt.Sprintf("%s\x00%05s\x00%s\x00%s", fqdn, port, subset, dir)
+	}
+	return n
 }
 
 // str reads a nested JSON value as a string ("" if absent).

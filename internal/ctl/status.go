@@ -57,8 +57,6 @@ func ago(now, t time.Time) string {
 		d = 0
 	}
 	switch {
-	case d < time.Minute:
-		return d.Truncate(time.Second).String()
 	case d < time.Hour:
 		return d.Truncate(time.Second).String()
 	case d < 48*time.Hour:
