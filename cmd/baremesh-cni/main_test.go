@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -25,5 +26,18 @@ func TestManual(t *testing.T) {
 	errb.Reset()
 	if code := manual([]string{"add"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown argument "add"`) || !strings.Contains(errb.String(), "CNI_COMMAND") {
 		t.Errorf("unknown: exit %d, %q", code, errb.String())
+	}
+}
+
+// TestManPage: packaging/man/baremesh-cni.8 has every CNI command.
+func TestManPage(t *testing.T) {
+	b, err := os.ReadFile("../../packaging/man/baremesh-cni.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"ADD", "DEL", "CHECK", "VERSION"} {
+		if !strings.Contains(usage, "  "+c+" ") || !strings.Contains(string(b), ".B "+c+"\n") {
+			t.Errorf("%s is missing from the usage or the man page", c)
+		}
 	}
 }
