@@ -90,6 +90,12 @@ type proxy struct {
 
 func connectProxy(t *testing.T, xdsAddr, id string, nack map[string]string) *proxy {
 	t.Helper()
+	return connectNode(t, xdsAddr, &corev3.Node{Id: id}, nack)
+}
+
+// connectNode is connectProxy with a whole node (ID and metadata).
+func connectNode(t *testing.T, xdsAddr string, node *corev3.Node, nack map[string]string) *proxy {
+	t.Helper()
 	cc, err := grpc.NewClient(xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +107,7 @@ func connectProxy(t *testing.T, xdsAddr, id string, nack map[string]string) *pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{t: t, st: st, node: &corev3.Node{Id: id}, nack: nack}
+	p := &proxy{t: t, st: st, node: node, nack: nack}
 	for _, typ := range []string{typeCDS, typeLDS} {
 		p.send(&discovery.DiscoveryRequest{TypeUrl: typ})
 	}
