@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +258,35 @@ func TestAnalyzeDir(t *testing.T) {
 	code, _, errs = run("", time.Time{}, "analyze", "no/such/dir")
 	if code != 2 || !strings.Contains(errs, "no/such/dir") {
 		t.Errorf("missing dir: exit %d %s", code, errs)
+	}
+}
+
+// TestBashCompletion sources the bash script in a real bash and asks it
+// to complete verbs and subcommands.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	_, script, _ := run("", time.Time{}, "completion", "bash")
+	for _, tc := range []struct{ line, want string }{
+		{"baremeshctl proxy-", "proxy-status proxy-config"},
+		{"baremeshctl proxy-config cl", "clusters"},
+		{"baremeshctl completion ", "bash zsh"},
+		{"baremeshctl token r", "revoke"},
+	} {
+		words := strings.Fields(tc.line)
+		if strings.HasSuffix(tc.line, " ") {
+			words = append(words, "")
+		}
+		var quoted []string
+		for _, w := range words {
+			quoted = append(quoted, "'"+w+"'")
+		}
+		sh := script + "\nCOMP_WORDS=(" + strings.Join(quoted, " ") + ")\nCOMP_CWORD=" + strconv.Itoa(len(words)-1) + "\n_baremeshctl\necho \"${COMPREPLY[*]}\"\n"
+		out, err := exec.Command(bash, "--norc", "-c", sh).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != tc.want {
+			t.Errorf("%q: got %q (%v), want %q", tc.line, out, err, tc.want)
+		}
 	}
 }
