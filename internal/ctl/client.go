@@ -51,6 +51,7 @@ type proxyStatusJSON struct {
 	Namespace string       `json:"namespace"`
 	IPs       []string     `json:"ips"`
 	Connected time.Time    `json:"connected"`
+	Identity  string       `json:"identity,omitempty"` // the authenticated SPIFFE ID, if any
 	Types     []syncStatus `json:"types"`
 }
 

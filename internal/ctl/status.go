@@ -133,8 +133,12 @@ func writeStatusDetail(w io.Writer, ps []proxyStatusJSON, now time.Time) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Proxy:      %s\nConnection: %s from %s, %s ago\nType:       %s (proxyless: %v)\nNamespace:  %s\nIPs:        %s\n\n",
+		fmt.Fprintf(w, "Proxy:      %s\nConnection: %s from %s, %s ago\nType:       %s (proxyless: %v)\nNamespace:  %s\nIPs:        %s\n",
 			p.ID, p.Conn, p.Peer, ago(now, p.Connected), p.Type, p.Proxyless, p.Namespace, strings.Join(p.IPs, ", "))
+		if p.Identity != "" {
+			fmt.Fprintf(w, "Identity:   %s\n", p.Identity)
+		}
+		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 		fmt.Fprintln(tw, "TYPE\tSTATE\tSINCE\tNAMES\tRESOURCES\tSENT\tACKED\tREQ/ACK/NACK")
 		for _, s := range p.Types {
