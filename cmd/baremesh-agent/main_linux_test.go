@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) != "" { // re-executed as another user: be the command
 		os.Exit(mainProcess(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	leakcheck.Main(func() int {
+	testkit.Main(func() int {
 		code := m.Run()
 		nstest.Cleanup()
 		return code

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
@@ -33,18 +34,6 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// poll calls cond until it is true or 10s passed.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-	}
 }
 
 func freeAddr(t *testing.T) string {
@@ -112,7 +101,7 @@ func TestSIGHUPReloads(t *testing.T) {
 		}
 	}()
 	save := func() string { return ns.Run(t, "iptables-nft-save") }
-	poll(t, "rules and /status", func() bool {
+	testkit.Eventually(t, "rules and /status", func() bool {
 		return strings.Contains(save(), "-A OUTPUT -j BAREMESH_OUTPUT") && strings.HasPrefix(configState(addr), "Ready: ")
 	})
 	write := func(content string) {
@@ -128,8 +117,8 @@ func TestSIGHUPReloads(t *testing.T) {
 
 	write(strings.Replace(base, "{backend: nft}", "{backend: nft, outboundPortsExclude: [5432]}", 1))
 	hup()
-	poll(t, "the new exclusion in the rules", func() bool { return strings.Contains(save(), "--dport 5432 -j RETURN") })
-	poll(t, "the reload on /status", func() bool { return strings.Contains(configState(addr), "reload applied capture") })
+	testkit.Eventually(t, "the new exclusion in the rules", func() bool { return strings.Contains(save(), "--dport 5432 -j RETURN") })
+	testkit.Eventually(t, "the reload on /status", func() bool { return strings.Contains(configState(addr), "reload applied capture") })
 	if !strings.Contains(logs.String(), `msg="config reloaded"`) {
 		t.Errorf("log:\n%s", logs.String())
 	}
@@ -138,7 +127,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	write(strings.Replace(base, "{backend: nft}", "{backend: nft, outboundPortsExclude: [5432]}\nlog:\n  level: loud", 1))
 	hup()
 	want := path + ":3: log.level: unknown level"
-	poll(t, "the refusal in the log and as a Warning on /status", func() bool {
+	testkit.Eventually(t, "the refusal in the log and as a Warning on /status", func() bool {
 		s := configState(addr)
 		return strings.Contains(logs.String(), "reload refused") && strings.Contains(logs.String(), want) &&
 			strings.HasPrefix(s, "Warning: ") && strings.Contains(s, want)

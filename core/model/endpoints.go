@@ -24,6 +24,8 @@ type EndpointIndex struct {
 	// addrs counts endpoints by address, so "is anything at this IP?" is
 	// one lookup.
 	addrs map[string]int
+	// view is the view at counter, made on first use (View).
+	view *EndpointView
 }
 
 // NewEndpointIndex returns an empty index.
@@ -56,11 +58,12 @@ func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoi
 		}
 		x.addrs[e.Address]++
 	}
-	m := x.shards[svc]
+	// A service's shard map is replaced, never altered: views share it.
+	m := maps.Clone(x.shards[svc])
 	if m == nil {
 		m = map[config.Key][]*Endpoint{}
-		x.shards[svc] = m
 	}
+	x.shards[svc] = m
 	if len(eps) == 0 {
 		delete(m, shard)
 		if len(m) == 0 {
@@ -71,6 +74,7 @@ func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoi
 	}
 	delete(x.merged, svc)
 	x.counter++
+	x.view = nil
 	x.version[svc] = x.counter
 	return true
 }
@@ -107,6 +111,27 @@ func (x *EndpointIndex) Endpoints(svc ServiceKey) []*Endpoint {
 	return out
 }
 
+// View returns the index as it is now, at one generation: an immutable
+// view that a snapshot pins, so that a response's cache keys and its
+// generators read the same endpoints. Views of one generation are one
+// view; making one copies the index's maps (not the endpoints), once per
+// generation.
+func (x *EndpointIndex) View() *EndpointView {
+	x.mu.RLock()
+	v := x.view
+	x.mu.RUnlock()
+	if v != nil {
+		return v
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.view == nil {
+		x.view = &EndpointView{src: x, gen: x.counter, shards: maps.Clone(x.shards), version: maps.Clone(x.version),
+			addrs: maps.Clone(x.addrs), merged: maps.Clone(x.merged)}
+	}
+	return x.view
+}
+
 // HasAddress reports whether any endpoint of any service is at addr.
 func (x *EndpointIndex) HasAddress(addr string) bool {
 	x.mu.RLock()
@@ -126,6 +151,74 @@ func (x *EndpointIndex) Version(svc ServiceKey) uint64 {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.version[svc]
+}
+
+// EndpointView is the endpoint index at one generation (EndpointIndex.View).
+// It never changes; safe for concurrent use. A nil view has no endpoints.
+type EndpointView struct {
+	src     *EndpointIndex
+	gen     uint64
+	shards  map[ServiceKey]map[config.Key][]*Endpoint // shard maps are never altered
+	version map[ServiceKey]uint64
+	addrs   map[string]int
+	// merged memoises Endpoints (a function of the view).
+	mu     sync.RWMutex
+	merged map[ServiceKey][]*Endpoint
+}
+
+// Endpoints returns a service's endpoints, every shard merged, sorted by
+// address, port and port name. The result must not be altered.
+func (v *EndpointView) Endpoints(svc ServiceKey) []*Endpoint {
+	if v == nil {
+		return nil
+	}
+	v.mu.RLock()
+	out, ok := v.merged[svc]
+	v.mu.RUnlock()
+	if ok {
+		return out
+	}
+	m := v.shards[svc]
+	n := 0
+	for _, s := range m {
+		n += len(s)
+	}
+	out = make([]*Endpoint, 0, n)
+	for _, s := range m {
+		out = append(out, s...)
+	}
+	slices.SortFunc(out, compareEndpoints)
+	v.mu.Lock()
+	v.merged[svc] = out
+	v.mu.Unlock()
+	// The index keeps it too while the service is unchanged, for the
+	// views of later generations.
+	x := v.src
+	x.mu.Lock()
+	if x.version[svc] == v.version[svc] {
+		x.merged[svc] = out
+	}
+	x.mu.Unlock()
+	return out
+}
+
+// HasAddress reports whether any endpoint of any service is at addr.
+func (v *EndpointView) HasAddress(addr string) bool { return v != nil && v.addrs[addr] > 0 }
+
+// Generation is the index's generation this view shows.
+func (v *EndpointView) Generation() uint64 {
+	if v == nil {
+		return 0
+	}
+	return v.gen
+}
+
+// Version returns a number that changes whenever svc's endpoints change.
+func (v *EndpointView) Version(svc ServiceKey) uint64 {
+	if v == nil {
+		return 0
+	}
+	return v.version[svc]
 }
 
 func compareEndpoints(a, b *Endpoint) int {

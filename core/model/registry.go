@@ -23,6 +23,10 @@ type Change struct {
 	Addresses map[string]bool
 }
 
+func newChange() Change {
+	return Change{Services: map[ServiceKey]bool{}, Endpoints: map[ServiceKey]bool{}, Addresses: map[string]bool{}}
+}
+
 // Empty reports whether nothing changed.
 func (c Change) Empty() bool { return len(c.Services) == 0 && len(c.Endpoints) == 0 }
 
@@ -48,6 +52,7 @@ type Registry struct {
 	// addrProblems are the ServiceEntries some of whose hosts got no
 	// automatic address.
 	addrProblems map[config.Key]store.Problem
+	kube         kubeState // Kubernetes inputs (kube.go)
 }
 
 // NewRegistry returns an empty registry.
@@ -56,7 +61,7 @@ func NewRegistry(alloc *Allocator) *Registry {
 		alloc: alloc, entries: map[config.Key]*networking.ServiceEntry{}, selectors: map[string]map[config.Key]map[string]string{},
 		services: map[config.Key][]*Service{}, svcIndex: map[config.Key]map[string]*Service{}, byHost: map[ServiceKey][]config.Key{},
 		workloads: map[config.Key]*WorkloadInstance{}, wlByNS: map[string]map[config.Key]*WorkloadInstance{},
-		endpoints: NewEndpointIndex(), addrProblems: map[config.Key]store.Problem{},
+		endpoints: NewEndpointIndex(), addrProblems: map[config.Key]store.Problem{}, kube: newKubeState(),
 	}
 }
 
@@ -112,8 +117,9 @@ func (r *Registry) Workloads() []*WorkloadInstance {
 func (r *Registry) Apply(events []store.Event) Change {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch := Change{Services: map[ServiceKey]bool{}, Endpoints: map[ServiceKey]bool{}, Addresses: map[string]bool{}}
+	ch := newChange()
 	dirtySE := map[config.Key]bool{} // ServiceEntries whose endpoints need recomputing
+	dirtyKube := map[nsName]bool{}   // Kubernetes Services whose WorkloadEntries need reselecting
 	for _, e := range events {
 		k := e.Key()
 		switch k.Kind {
@@ -130,10 +136,16 @@ func (r *Registry) Apply(events []store.Event) Change {
 			for seKey := range r.selectingEntries(k.Namespace, old, nw) {
 				dirtySE[seKey] = true
 			}
+			for n := range r.kubeSelecting(k.Namespace, old, nw) {
+				dirtyKube[n] = true
+			}
 		}
 	}
 	for seKey := range dirtySE {
 		r.recomputeEndpoints(seKey, ch)
+	}
+	for n := range dirtyKube {
+		r.recomputeKubeSelected(n, ch)
 	}
 	for sk := range ch.Services {
 		delete(ch.Endpoints, sk)
@@ -142,7 +154,6 @@ func (r *Registry) Apply(events []store.Event) Change {
 }
 
 func (r *Registry) applyServiceEntry(k config.Key, c *config.Config, ch Change) {
-	old := r.services[k]
 	var nu []*Service
 	if c != nil {
 		se := c.Spec.(*networking.ServiceEntry)
@@ -153,6 +164,13 @@ func (r *Registry) applyServiceEntry(k config.Key, c *config.Config, ch Change) 
 		delete(r.addrProblems, k)
 	}
 	r.indexSelector(k, c)
+	r.replaceServices(k, nu, ch)
+}
+
+// replaceServices makes nu the services source k defines, recording what
+// changed; the endpoint shards of hosts k no longer defines are dropped.
+func (r *Registry) replaceServices(k config.Key, nu []*Service, ch Change) {
+	old := r.services[k]
 	oldByHost := map[string]*Service{}
 	for _, s := range old {
 		oldByHost[s.Hostname] = s

@@ -1,6 +1,9 @@
 // Package model owns service discovery: Services, Endpoints and
-// WorkloadInstances built from ServiceEntries and WorkloadEntries (and
-// later from Kubernetes Services, EndpointSlices and Pods), the
+// WorkloadInstances built from ServiceEntries and WorkloadEntries and from
+// Kubernetes Services with their EndpointSlices and Pods (converted by
+// sources/kube into KubeService and WorkloadInstance values, kube.go),
+// including the cross cases (a ServiceEntry selecting Pods, a Service
+// selecting WorkloadEntries), the
 // deterministic allocation of addresses to ServiceEntries that declare
 // none, and the incremental, per-service and per-shard endpoint index that
 // endpoint-only changes go through without rebuilding anything else.

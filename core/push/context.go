@@ -30,9 +30,29 @@ type PushContext struct {
 
 	services *serviceIndex
 	kinds    map[config.Kind]*kindIndex
-	// Endpoints is the live endpoint index (the fast path): it is not
-	// part of the snapshot, but each shard it returns is immutable.
-	Endpoints *model.EndpointIndex
+	// Endpoints is the endpoint index pinned at one generation. Endpoints
+	// take the fast path (they change without a rebuild): Pin gives the
+	// snapshot with the endpoints of now.
+	Endpoints *model.EndpointView
+	live      *model.EndpointIndex
+}
+
+// Pin returns the snapshot with its endpoints pinned at the index's
+// current generation: pc itself if they have not moved since, else a
+// copy that shares everything else. A response is generated from one
+// pinned snapshot, so its cache keys and its generators read the same
+// endpoints.
+func (pc *PushContext) Pin() *PushContext {
+	if pc == nil || pc.live == nil {
+		return pc
+	}
+	v := pc.live.View()
+	if v == pc.Endpoints {
+		return pc
+	}
+	cp := *pc
+	cp.Endpoints = v
+	return &cp
 }
 
 type serviceIndex struct {
@@ -102,7 +122,8 @@ var indexedKinds = []config.Kind{
 // Build makes the snapshot after prev (nil for the first), rebuilding only
 // what changed says changed. It is pure apart from reading in.
 func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushContext {
-	pc := &PushContext{Built: now, Mesh: in.Mesh, Endpoints: in.Registry.Endpoints(), kinds: map[config.Kind]*kindIndex{}}
+	live := in.Registry.Endpoints()
+	pc := &PushContext{Built: now, Mesh: in.Mesh, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
 	if prev != nil {
 		pc.Version = prev.Version + 1
 	} else {

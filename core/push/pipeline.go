@@ -43,6 +43,9 @@ type Pipeline struct {
 	registry *model.Registry
 	mesh     atomic.Pointer[meshv1alpha1.MeshConfig]
 	current  atomic.Pointer[PushContext]
+	// pinned is current re-pinned at a later endpoint generation, shared
+	// by every caller until the endpoints move again.
+	pinned atomic.Pointer[PushContext]
 
 	mu        sync.Mutex
 	pending   *Request
@@ -71,8 +74,24 @@ func NewPipeline(st store.Reader, reg *model.Registry, mesh *meshv1alpha1.MeshCo
 // AddListener registers l; call before Run.
 func (p *Pipeline) AddListener(l Listener) { p.listeners = append(p.listeners, l) }
 
-// Current returns the latest snapshot, or nil before the first.
-func (p *Pipeline) Current() *PushContext { return p.current.Load() }
+// Current returns the latest snapshot with its endpoints pinned now
+// (PushContext.Pin), or nil before the first.
+func (p *Pipeline) Current() *PushContext {
+	pc := p.current.Load()
+	if pc == nil || pc.live == nil {
+		return pc
+	}
+	v := pc.live.View()
+	if v == pc.Endpoints {
+		return pc
+	}
+	if q := p.pinned.Load(); q != nil && q.Version == pc.Version && q.Built == pc.Built && q.Endpoints == v {
+		return q
+	}
+	q := pc.Pin()
+	p.pinned.Store(q)
+	return q
+}
 
 // Ready is closed when the first snapshot is published.
 func (p *Pipeline) Ready() <-chan struct{} { return p.ready }

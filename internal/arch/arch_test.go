@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,6 +22,16 @@ var forbidden = map[string][]string{
 	"sources":   {"xdsserver", "nodeagent", "cmd", "internal"},
 	"xdsserver": {"sources", "nodeagent", "cmd", "internal"},
 	"nodeagent": {"core", "sources", "xdsserver", "cmd", "internal/daemon", "internal/e2e", "internal/load"},
+
+	// Inside xdsserver: the generators know nothing of serving; the type
+	// table knows the generators only; the wire (bytes) knows neither the
+	// protocol nor generation; generation does not know the protocol;
+	// only the wiring and the debug pages know the protocol.
+	"xdsserver/gen":     {"xdsserver/xdstype", "xdsserver/wire", "xdsserver/build", "xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/xdstype": {"xdsserver/wire", "xdsserver/build", "xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/wire":    {"xdsserver/xdstype", "xdsserver/build", "xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/build":   {"xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/ads":     {"xdsserver/debug"},
 }
 
 func TestDependencyDirection(t *testing.T) {
@@ -40,7 +51,9 @@ func TestDependencyDirection(t *testing.T) {
 			for _, imp := range f.Imports {
 				path, _ := strconv.Unquote(imp.Path.Value)
 				rel, ours := strings.CutPrefix(path, module)
-				if !ours {
+				if !ours || rel == "core/testkit" {
+					// core/testkit holds only test habits (polling, the
+					// leak check), no domain: every tree's tests share it.
 					continue
 				}
 				for _, b := range bad {
@@ -57,5 +70,43 @@ func TestDependencyDirection(t *testing.T) {
 	}
 	if checked < 50 {
 		t.Fatalf("checked only %d files; is the walk wrong?", checked)
+	}
+}
+
+// TestTypeURLsInTheTableOnly: the xDS types are declared once, in
+// xdsserver/xdstype; outside it only the generators may spell an xDS
+// resource type URL. (Tests may.)
+func TestTypeURLsInTheTableOnly(t *testing.T) {
+	root := filepath.Join("..", "..")
+	allowed := []string{filepath.Join(root, "xdsserver", "xdstype"), filepath.Join(root, "xdsserver", "gen")}
+	var places []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		for _, a := range allowed {
+			if strings.HasPrefix(p, a+string(filepath.Separator)) {
+				return nil
+			}
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, u := range []string{"envoy.config.listener.v3.Listener\"", "envoy.config.route.v3.RouteConfiguration\"",
+				"envoy.config.cluster.v3.Cluster\"", "envoy.config.endpoint.v3.ClusterLoadAssignment\""} {
+				if strings.Contains(line, "type.googleapis.com/"+u) {
+					places = append(places, p+":"+strconv.Itoa(i+1))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(places) > 0 {
+		t.Errorf("xDS type URLs spelled outside xdsserver/xdstype and the generators: %v", places)
 	}
 }

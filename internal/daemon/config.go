@@ -43,6 +43,13 @@ type Config struct {
 	// ConfigDirs are watched YAML directories, in precedence order.
 	// Relative paths are relative to the config file.
 	ConfigDirs []string `json:"configDirs"`
+	// Clusters is a watched directory of kubeconfig files, one per
+	// Kubernetes cluster (the file name without extension is the cluster
+	// ID); empty means no Kubernetes. Relative to the config file.
+	Clusters string `json:"clusters"`
+	// ClusterDomain is the domain of Kubernetes Service hostnames
+	// (name.namespace.svc.DOMAIN); empty means cluster.local.
+	ClusterDomain string `json:"clusterDomain"`
 	// MeshConfig is the mesh config file (watched); missing means Istio's
 	// defaults.
 	MeshConfig string `json:"meshConfig"`
@@ -255,7 +262,7 @@ func ReadFile(path string) (Config, error) {
 			cfg.ConfigDirs[i] = filepath.Join(base, d)
 		}
 	}
-	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CACertsDir} {
+	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CACertsDir, &cfg.Clusters} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}

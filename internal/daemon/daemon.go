@@ -22,12 +22,11 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/sources/file"
-	"github.com/baremesh/baremesh/xdsserver"
-	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/gen/cds"
-	"github.com/baremesh/baremesh/xdsserver/gen/eds"
-	"github.com/baremesh/baremesh/xdsserver/gen/lds"
-	"github.com/baremesh/baremesh/xdsserver/gen/rds"
+	"github.com/baremesh/baremesh/sources/kube"
+	"github.com/baremesh/baremesh/xdsserver/ads"
+	"github.com/baremesh/baremesh/xdsserver/debug"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // Daemon is a running baremeshd.
@@ -40,11 +39,12 @@ type Daemon struct {
 	registry *model.Registry
 	pipeline *push.Pipeline
 	grpc     *grpc.Server
-	xds      *xdsserver.Server
+	xds      *ads.Server
 
 	xdsLis, httpLis net.Listener
 	extra           []route
 	id              *identityParts // nil when tlsAddr is unset (identity.go)
+	kube            *kube.Source   // nil without clusters
 }
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows
@@ -69,16 +69,13 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.xdsLis.Close()
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
-	d.grpc = grpc.NewServer(append(xdsserver.GRPCServerOptions(),
+	d.grpc = grpc.NewServer(append(wire.GRPCServerOptions(),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16<<20),
 	)...)
-	d.xds = xdsserver.New(d.pipeline, xdsserver.Options{
-		Generators: map[string]gen.Generator{
-			gen.ListenerType: lds.Generate, gen.RouteType: rds.Generate,
-			gen.ClusterType: cds.Generate, gen.EndpointType: eds.Generate,
-		},
+	d.xds = ads.New(d.pipeline, ads.Options{
+		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
 	})
 	d.xds.Register(d.grpc)
@@ -88,9 +85,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	d.pipeline.AddListener(d.xds.OnPush)
-	d.Handle("/debug/syncz", d.xds.SyncHandler())
-	d.Handle("/debug/config_dump", d.xds.ConfigDumpHandler())
-	d.Handle("/debug/pushz", d.xds.PushzHandler())
+	d.Handle("/debug/syncz", debug.SyncHandler(d.xds))
+	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(d.xds))
+	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
 	return d, nil
 }
 
@@ -117,6 +114,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			Coalesce: d.cfg.FileCoalesce.Duration, Logger: d.log.With("component", "file"), Metrics: fileMetrics,
 		}, sink))
 	}
+	d.startKube(ctx, goRun) // after the files, before baremesh's own state: the precedence
 	d.agg.AttachMemory("baremesh", d.own)
 	for _, w := range watchers {
 		goRun(func() {
@@ -230,4 +228,4 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 }
 
 // XDS returns the xDS server (for debug and tests).
-func (d *Daemon) XDS() *xdsserver.Server { return d.xds }
+func (d *Daemon) XDS() *ads.Server { return d.xds }

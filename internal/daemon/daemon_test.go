@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/version"
 )
 
@@ -66,17 +67,6 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func configzOf(t *testing.T, d *Daemon) configz {
 	t.Helper()
 	_, body := get(t, "http://"+d.HTTPAddr()+"/debug/configz")
@@ -97,7 +87,7 @@ func TestDaemonServesConfigAndFollowsEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := startDaemon(t, dir)
-	pollUntil(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
+	testkit.Eventually(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
 	if code, _ := get(t, "http://"+d.HTTPAddr()+"/healthz"); code != 200 {
 		t.Fatalf("healthz = %d", code)
 	}
@@ -114,7 +104,7 @@ func TestDaemonServesConfigAndFollowsEdits(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(seYAML, "PORT", "8080", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "edit in configz", func() bool {
+	testkit.Eventually(t, "edit in configz", func() bool {
 		cz := configzOf(t, d)
 		return len(cz.Resources) == 1 && strings.Contains(string(cz.Resources[0].Spec), "8080")
 	})
@@ -126,7 +116,7 @@ func TestDaemonServesConfigAndFollowsEdits(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(seYAML, "PORT", "70000", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "rejected file on configz", func() bool { return len(configzOf(t, d).Rejected) > 0 })
+	testkit.Eventually(t, "rejected file on configz", func() bool { return len(configzOf(t, d).Rejected) > 0 })
 	cz = configzOf(t, d)
 	if r := cz.Rejected[0]; r.Origin != path || r.Line != 1 || !strings.Contains(r.Error, "ports[0].number") {
 		t.Fatalf("rejected = %+v", cz.Rejected)
@@ -153,14 +143,14 @@ func grep(s, sub string) string {
 func TestDaemonWaitsForMissingDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "later")
 	d, _ := startDaemon(t, dir)
-	pollUntil(t, "readyz with a missing dir", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
+	testkit.Eventually(t, "readyz with a missing dir", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(strings.Replace(seYAML, "PORT", "80", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "resource from the dir that appeared", func() bool { return len(configzOf(t, d).Resources) == 1 })
+	testkit.Eventually(t, "resource from the dir that appeared", func() bool { return len(configzOf(t, d).Resources) == 1 })
 }
 
 func TestLoadFlagsAndFile(t *testing.T) {
@@ -217,17 +207,17 @@ func TestMeshConfigWatchedAndBadEditRefused(t *testing.T) {
 		}
 		return ""
 	}
-	pollUntil(t, "initial mesh config", func() bool { return trust() == "first.local" })
+	testkit.Eventually(t, "initial mesh config", func() bool { return trust() == "first.local" })
 	if err := os.WriteFile(mesh, []byte("trustDomain: second.local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "edited mesh config in the snapshot", func() bool { return trust() == "second.local" })
+	testkit.Eventually(t, "edited mesh config in the snapshot", func() bool { return trust() == "second.local" })
 	// A bad edit is refused; the last good one stays; a good edit after it
 	// applies.
 	if err := os.WriteFile(mesh, []byte("trustDomain: [not, a, string]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "bad mesh config counted as refused", func() bool {
+	testkit.Eventually(t, "bad mesh config counted as refused", func() bool {
 		_, m := get(t, "http://"+d.HTTPAddr()+"/metrics")
 		return regexp.MustCompile(`baremesh_mesh_config_rejects_total [1-9]`).MatchString(m)
 	})
@@ -237,7 +227,7 @@ func TestMeshConfigWatchedAndBadEditRefused(t *testing.T) {
 	if err := os.WriteFile(mesh, []byte("trustDomain: third.local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "good edit after a bad one", func() bool { return trust() == "third.local" })
+	testkit.Eventually(t, "good edit after a bad one", func() bool { return trust() == "third.local" })
 }
 
 // TestConfigzShowsAddressExhaustion: a valid file whose ServiceEntry has

@@ -13,6 +13,7 @@ import (
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/internal/version"
+	"github.com/baremesh/baremesh/sources/kube"
 )
 
 func protoEqual(a, b proto.Message) bool { return proto.Equal(a, b) }
@@ -72,6 +73,8 @@ type configz struct {
 	// Model lists what the service model could not build as configured
 	// (ServiceEntry hosts left without an automatic address).
 	Model []store.Problem `json:"model"`
+	// Clusters are the Kubernetes clusters, with their connection state.
+	Clusters []kube.ClusterStatus `json:"clusters,omitempty"`
 }
 
 type snapshotInfo struct {
@@ -92,6 +95,9 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 		out.Conflicts = []store.Conflict{}
 	}
 	out.Model = d.registry.Problems()
+	if d.kube != nil {
+		out.Clusters = d.kube.Status()
+	}
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}
 	}

@@ -219,7 +219,7 @@ func (s *Systemd) summary() string {
 	if pc := s.d.Pipeline().Current(); pc != nil {
 		services, version = len(pc.Services()), pc.Version
 	}
-	proxies := len(s.d.xds.Conns())
+	proxies := s.d.xds.Connected()
 	line := fmt.Sprintf("serving %d %s to %d %s (snapshot %d)",
 		services, plural(services, "service", "services"), proxies, plural(proxies, "proxy", "proxies"), version)
 	if note := s.rl.note(); note != "" {

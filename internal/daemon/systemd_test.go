@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 // notifySocket is a real NOTIFY_SOCKET: a unixgram listener whose path is
@@ -174,7 +176,7 @@ func TestSystemdNotifyMessages(t *testing.T) {
 	if err := os.WriteFile(hang, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, "the hang hook to be seen", func() bool { return strings.Contains(logs.String(), "watchdog pings suspended") })
+	testkit.Eventually(t, "the hang hook to be seen", func() bool { return strings.Contains(logs.String(), "watchdog pings suspended") })
 	for drain := true; drain; { // pings already queued before the hook
 		select {
 		case <-ns.msgs:
@@ -235,7 +237,7 @@ func TestSystemdReadyHoldHook(t *testing.T) {
 	runDone, sdDone := make(chan error, 1), make(chan struct{})
 	go func() { runDone <- d.Run(ctx) }()
 	go func() { defer close(sdDone); sd.Run(ctx) }()
-	pollUntil(t, "the hold to be seen", func() bool { return strings.Contains(logs.String(), "READY=1 held back") })
+	testkit.Eventually(t, "the hold to be seen", func() bool { return strings.Contains(logs.String(), "READY=1 held back") })
 	for drain := true; drain; {
 		select {
 		case m := <-ns.msgs:

@@ -161,17 +161,6 @@ func call(ctx context.Context, cc *grpc.ClientConn, md ...string) (string, error
 	return strings.Join(hdr.Get("backend"), ","), nil
 }
 
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // xdsClient is a grpc-go client of xds:///echo.mesh:7070 whose xDS
 // client (its own, not the process-wide one) talks to the mesh as the
 // proxyless sidecar pod.default; it is closed when the test ends.
@@ -188,3 +177,7 @@ func (m *mesh) xdsClient(t *testing.T, pod string) *grpc.ClientConn {
 	t.Cleanup(func() { cc.Close() })
 	return cc
 }
+
+// e2eWait is how long the end-to-end tests wait for real clients to
+// converge.
+const e2eWait = 20 * time.Second

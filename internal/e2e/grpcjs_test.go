@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 // jsClient is a running testdata/grpcjs_client.js: @grpc/grpc-js-xds
@@ -168,7 +170,7 @@ func TestGRPCJSXDSClient(t *testing.T) {
 	before := cdsStatus(t, m, id)
 	m.write("echo.yaml", echoServicePolicy(bs, versions, "{loadBalancer: {simple: LEAST_REQUEST}}"))
 	m.write("vs.yaml", routes(50, 50, ""))
-	poll(t, "grpc-js answers the LEAST_REQUEST clusters", func() bool {
+	testkit.Eventually(t, "grpc-js answers the LEAST_REQUEST clusters", func() bool {
 		st := cdsStatus(t, m, id)
 		return st.SentVersion != before.SentVersion && (st.AckedVer == st.SentVersion || st.LastNack != nil)
 	})
@@ -185,7 +187,7 @@ func TestGRPCJSXDSClient(t *testing.T) {
 	// clusters (as Envoy would), syncz shows it, traffic goes on.
 	m.write("echo.yaml", echoServicePolicy(bs, versions, "{loadBalancer: {consistentHash: {httpHeaderName: x-user, ringHash: {minimumRingSize: 10000000}}}}"))
 	var nack *syncNack
-	poll(t, "the NACK on /debug/syncz", func() bool {
+	testkit.Eventually(t, "the NACK on /debug/syncz", func() bool {
 		nack = cdsStatus(t, m, id).LastNack
 		return nack != nil
 	})

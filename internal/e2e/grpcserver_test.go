@@ -17,7 +17,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/xds"
 
-	"github.com/baremesh/baremesh/xdsserver"
+	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/xdsserver/ads"
 )
 
 // TestGRPCGoXDSServer: grpc-go's xDS-enabled server asks baremeshd for
@@ -48,7 +49,7 @@ func TestGRPCGoXDSServer(t *testing.T) {
 	}
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
-	poll(t, "server SERVING", func() bool {
+	testkit.EventuallyWithin(t, e2eWait, "server SERVING", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(modes) > 0 && modes[len(modes)-1] == connectivity.ServingModeServing
@@ -89,15 +90,15 @@ func TestNACKIsNotResent(t *testing.T) {
 	m := startMesh(t, map[string]string{"echo.yaml": echoService(bs, versions), "vs.yaml": routes(100, 0, "")})
 	cc := m.xdsClient(t, "nack")
 	ctx := context.Background()
-	poll(t, "first RPC", func() bool { _, err := call(ctx, cc); return err == nil })
+	testkit.EventuallyWithin(t, e2eWait, "first RPC", func() bool { _, err := call(ctx, cc); return err == nil })
 
 	// Valid Istio config that grpc-go refuses: the same VM registered
 	// twice (two WorkloadEntries, one address and port) makes EDS hold a
 	// duplicate endpoint, which grpc-go NACKs.
 	dup := map[string]*backend{"a1": bs["a1"], "a1-again": bs["a1"], "b1": bs["b1"]}
 	m.write("echo.yaml", echoService(dup, map[string]string{"a1": "v1", "a1-again": "v1", "b1": "v2"}))
-	var cds xdsserver.SyncStatus
-	poll(t, "EDS NACK on syncz", func() bool {
+	var cds ads.SyncStatus
+	testkit.EventuallyWithin(t, e2eWait, "EDS NACK on syncz", func() bool {
 		cds = typeStatus(m, "nack", "eds")
 		return cds.LastNack != nil
 	})
@@ -113,7 +114,7 @@ func TestNACKIsNotResent(t *testing.T) {
 			continue
 		}
 		m.write("vs.yaml", routes(0, 100, "    fault: {abort: {httpStatus: 403, percentage: {value: 100}}}\n"))
-		poll(t, "fault abort with PERMISSION_DENIED", func() bool {
+		testkit.EventuallyWithin(t, e2eWait, "fault abort with PERMISSION_DENIED", func() bool {
 			_, err := call(ctx, cc)
 			return status.Code(err) == codes.PermissionDenied
 		})
@@ -133,14 +134,14 @@ func TestNACKIsNotResent(t *testing.T) {
 	// good version from before, so there is nothing to resend) and v1
 	// serves again.
 	m.write("echo.yaml", echoService(bs, versions))
-	poll(t, "NACK cleared once the config no longer holds the rejected endpoints", func() bool {
+	testkit.EventuallyWithin(t, e2eWait, "NACK cleared once the config no longer holds the rejected endpoints", func() bool {
 		return typeStatus(m, "nack", "eds").LastNack == nil
 	})
 	m.write("vs.yaml", routes(100, 0, ""))
 	allTo(t, ctx, cc, "a1")
 }
 
-func typeStatus(m *mesh, proxy, typ string) xdsserver.SyncStatus {
+func typeStatus(m *mesh, proxy, typ string) ads.SyncStatus {
 	for _, p := range m.d.XDS().Syncz() {
 		if !strings.Contains(p.ID, "~"+proxy+".") {
 			continue
@@ -151,5 +152,5 @@ func typeStatus(m *mesh, proxy, typ string) xdsserver.SyncStatus {
 			}
 		}
 	}
-	return xdsserver.SyncStatus{}
+	return ads.SyncStatus{}
 }

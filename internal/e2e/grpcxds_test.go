@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	// registers the xds resolver, balancers and HTTP filters
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 func echoService(backends map[string]*backend, versions map[string]string) string {
@@ -95,7 +97,7 @@ func TestGRPCGoXDSClient(t *testing.T) {
 	ctx := context.Background()
 
 	// Wait for the first successful call: config is in place.
-	poll(t, "first RPC through xDS", func() bool { _, err := call(ctx, cc); return err == nil })
+	testkit.EventuallyWithin(t, e2eWait, "first RPC through xDS", func() bool { _, err := call(ctx, cc); return err == nil })
 
 	t.Run("weights 80/20 over 1000 RPCs", func(t *testing.T) {
 		counts := map[string]int{}
@@ -125,7 +127,7 @@ func TestGRPCGoXDSClient(t *testing.T) {
 		m.write("vs.yaml", routes(0, 100, ""))
 		allTo(t, ctx, cc, "b1")
 		m.write("vs.yaml", routes(100, 0, ""))
-		poll(t, "traffic back on v1", func() bool {
+		testkit.EventuallyWithin(t, e2eWait, "traffic back on v1", func() bool {
 			for i := 0; i < 20; i++ {
 				if b, err := call(ctx, cc); err != nil || versions[b] != "v1" {
 					return false
@@ -157,7 +159,7 @@ func TestGRPCGoXDSClient(t *testing.T) {
 			t.Fatal("without a retry policy, injected failures should reach the client")
 		}
 		m.write("vs.yaml", routes(100, 0, "    retries: {attempts: 3, retryOn: unavailable}\n"))
-		poll(t, "50 calls in a row succeed with retries", func() bool {
+		testkit.EventuallyWithin(t, e2eWait, "50 calls in a row succeed with retries", func() bool {
 			for i := 0; i < 50; i++ {
 				if _, err := call(ctx, cc); err != nil {
 					return false
@@ -169,7 +171,7 @@ func TestGRPCGoXDSClient(t *testing.T) {
 
 	t.Run("fault abort takes effect", func(t *testing.T) {
 		m.write("vs.yaml", routes(100, 0, "    fault: {abort: {httpStatus: 503, percentage: {value: 100}}}\n"))
-		poll(t, "calls aborted by the fault", func() bool {
+		testkit.EventuallyWithin(t, e2eWait, "calls aborted by the fault", func() bool {
 			before := bs["a1"].callCount()
 			for i := 0; i < 10; i++ {
 				if _, err := call(ctx, cc); status.Code(err) != codes.Unavailable {
@@ -190,7 +192,7 @@ func allTo(t *testing.T, ctx context.Context, cc *grpc.ClientConn, want string) 
 			t.Logf("last call: %s", last)
 		}
 	}()
-	poll(t, "all traffic to "+want, func() bool {
+	testkit.EventuallyWithin(t, e2eWait, "all traffic to "+want, func() bool {
 		for i := 0; i < 30; i++ {
 			if b, err := call(ctx, cc); err != nil || b != want {
 				last = fmt.Sprintf("backend %q, err %v", b, err)

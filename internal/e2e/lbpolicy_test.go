@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 // TestGRPCGoConsistentHashWithoutVirtualService: a DestinationRule's
@@ -19,7 +21,7 @@ func TestGRPCGoConsistentHashWithoutVirtualService(t *testing.T) {
 	m := startMesh(t, map[string]string{"echo.yaml": echoServicePolicy(bs, versions, "{loadBalancer: {consistentHash: {httpHeaderName: x-user}}}")})
 	cc := m.xdsClient(t, "hash")
 	ctx := context.Background()
-	poll(t, "first RPC through xDS", func() bool { _, err := call(ctx, cc); return err == nil })
+	testkit.Eventually(t, "first RPC through xDS", func() bool { _, err := call(ctx, cc); return err == nil })
 
 	const users, perUser = 12, 20
 	owner := map[string]string{} // user → the backend that answered
@@ -28,7 +30,7 @@ func TestGRPCGoConsistentHashWithoutVirtualService(t *testing.T) {
 		user := fmt.Sprintf("user-%d", u)
 		// Ring hash connects to a backend on its first pick; wait until
 		// this user's RPCs succeed before counting.
-		poll(t, user+"'s first RPC", func() bool { _, err := call(ctx, cc, "x-user", user); return err == nil })
+		testkit.Eventually(t, user+"'s first RPC", func() bool { _, err := call(ctx, cc, "x-user", user); return err == nil })
 		got := map[string]int{}
 		for i := 0; i < perUser; i++ {
 			b, err := call(ctx, cc, "x-user", user)
@@ -57,7 +59,7 @@ func spread(t *testing.T, m *mesh, pod string, workers, n int) map[string]int {
 	t.Helper()
 	cc := m.xdsClient(t, pod)
 	ctx := context.Background()
-	poll(t, "first RPC through xDS", func() bool { _, err := call(ctx, cc); return err == nil })
+	testkit.Eventually(t, "first RPC through xDS", func() bool { _, err := call(ctx, cc); return err == nil })
 	var mu sync.Mutex
 	counts := map[string]int{}
 	var wg sync.WaitGroup
@@ -132,7 +134,7 @@ func TestGRPCGoOutlierEjection(t *testing.T) {
 		"{outlierDetection: {consecutive5xxErrors: 5, interval: 1s, baseEjectionTime: 60s}}")})
 	cc := m.xdsClient(t, "outlier")
 	ctx := context.Background()
-	poll(t, "three backends answer", func() bool {
+	testkit.Eventually(t, "three backends answer", func() bool {
 		seen := map[string]bool{}
 		for i := 0; i < 6; i++ {
 			if b, err := call(ctx, cc); err == nil {
@@ -149,7 +151,7 @@ func TestGRPCGoOutlierEjection(t *testing.T) {
 	start, failed := time.Now(), 0
 	var ejectedAt time.Time
 	// Ejected: 30 RPCs in a row succeed and a1 sees none of them.
-	poll(t, "a1 ejected", func() bool {
+	testkit.Eventually(t, "a1 ejected", func() bool {
 		before := bad.callCount()
 		for i := 0; i < 30; i++ {
 			if _, err := call(ctx, cc); err != nil {

@@ -3,11 +3,14 @@ package e2e
 import (
 	"os"
 	"testing"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
-// TestMain turns on the cache assertion: every cache hit is regenerated
-// and compared (see xdsserver/cache.go).
+// TestMain turns on the cache assertion (every cache hit is regenerated
+// and compared, see xdsserver/build) and fails the tests if they leave
+// goroutines running.
 func TestMain(m *testing.M) {
 	os.Setenv("BAREMESH_CACHE_ASSERT", "1")
-	os.Exit(m.Run())
+	testkit.Main(m.Run)
 }

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m.Run) }
+func TestMain(m *testing.M) { testkit.Main(m.Run) }
 
 // serviceEntry is service i of a test mesh: HTTP port 80 and gRPC port
 // 7070, STATIC, with its endpoints inline.

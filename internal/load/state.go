@@ -13,6 +13,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // Type is one of the four xDS resource types a sidecar subscribes to.
@@ -30,12 +32,7 @@ const (
 // Types lists every Type.
 var Types = [numTypes]Type{Cluster, Endpoint, Listener, Route}
 
-var typeURLs = [numTypes]string{
-	"type.googleapis.com/envoy.config.cluster.v3.Cluster",
-	"type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
-	"type.googleapis.com/envoy.config.listener.v3.Listener",
-	"type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
-}
+var typeURLs = [numTypes]string{xdstype.Cluster.URL, xdstype.Endpoint.URL, xdstype.Listener.URL, xdstype.Route.URL}
 
 const hcmTypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 

@@ -18,12 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m.Run) }
+func TestMain(m *testing.M) { testkit.Main(m.Run) }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -69,18 +69,6 @@ func (n *notifySocket) has(state string) bool {
 		}
 	}
 	return false
-}
-
-// poll calls cond until it is true or 10s passed.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval
-	}
 }
 
 type statusDoc struct {
@@ -168,11 +156,11 @@ netns: `+ns.Name+"\n"))
 	defer func() { cancel(); <-errc }()
 
 	addr := a.StatusAddr()
-	poll(t, "node Ready", func() bool {
+	testkit.Eventually(t, "node Ready", func() bool {
 		d, code := getStatus(t, addr)
 		return d.State == "Ready" && code == http.StatusOK && strings.HasPrefix(d.reason("proxy"), "Ready: running")
 	})
-	poll(t, "READY=1 and WATCHDOG=1", func() bool { return notify.has("READY=1") && notify.has("WATCHDOG=1") })
+	testkit.Eventually(t, "READY=1 and WATCHDOG=1", func() bool { return notify.has("READY=1") && notify.has("WATCHDOG=1") })
 	save := func() string { return ns.Run(t, "iptables-nft-save") }
 	if !strings.Contains(save(), "-A PREROUTING -j BAREMESH_PREROUTING") {
 		t.Fatalf("rules not applied:\n%s", save())
@@ -186,9 +174,9 @@ netns: `+ns.Name+"\n"))
 	// A rule deleted by hand comes back within the check interval.
 	ns.Run(t, "iptables-nft", "-t", "mangle", "-D", "PREROUTING", "-j", "BAREMESH_PREROUTING")
 	deleted := time.Now()
-	poll(t, "drift repaired", func() bool { return strings.Contains(save(), "-A PREROUTING -j BAREMESH_PREROUTING") })
+	testkit.Eventually(t, "drift repaired", func() bool { return strings.Contains(save(), "-A PREROUTING -j BAREMESH_PREROUTING") })
 	t.Logf("drift repaired %v after the rule was deleted (interval 100ms)", time.Since(deleted).Round(time.Millisecond))
-	poll(t, "repair reported", func() bool {
+	testkit.Eventually(t, "repair reported", func() bool {
 		d, _ := getStatus(t, addr)
 		return strings.Contains(d.reason("capture"), "repaired drift") || strings.Contains(d.reason("capture"), "rules in place")
 	})
@@ -229,7 +217,7 @@ func TestUninstallRemovesEveryTrace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Run(ctx) }()
-	poll(t, "rules applied", func() bool { return strings.Contains(ns.Run(t, "iptables-legacy-save"), "BAREMESH_TPROXY") })
+	testkit.Eventually(t, "rules applied", func() bool { return strings.Contains(ns.Run(t, "iptables-legacy-save"), "BAREMESH_TPROXY") })
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)

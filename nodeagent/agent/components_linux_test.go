@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
@@ -68,7 +69,7 @@ interval: 100ms
 	defer stop()
 
 	addr := a.StatusAddr()
-	poll(t, "tunnel and repair in /status", func() bool {
+	testkit.Eventually(t, "tunnel and repair in /status", func() bool {
 		d, _ := getStatus(t, addr)
 		return strings.HasPrefix(d.reason("tunnel"), "Ready: ") &&
 			strings.HasPrefix(d.reason("repair"), "Ready: running: 0 pod events checked")

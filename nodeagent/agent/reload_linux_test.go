@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
@@ -91,7 +92,7 @@ func startReloadAgent(t *testing.T, config string) *reloadAgent {
 	r.cancel = cancel
 	go func() { r.errc <- a.Run(ctx) }()
 	t.Cleanup(r.stop)
-	poll(t, "first pass", func() bool { return a.status().Passes > 0 })
+	testkit.Eventually(t, "first pass", func() bool { return a.status().Passes > 0 })
 	return r
 }
 
@@ -244,12 +245,12 @@ func testReloadAppliesCaptureChange(t *testing.T, backend string) {
 			}
 		}
 	}()
-	poll(t, "dials before the reload", func() bool { return dials.Load() >= 20 })
+	testkit.Eventually(t, "dials before the reload", func() bool { return dials.Load() >= 20 })
 	before, notices := r.runner.restores.Load(), r.noticeCount()
 	plan := r.mustReload(strings.Replace(base, "}", ", inboundPortsExclude: [8081], outboundPortsExclude: [5432], outboundIPRangesExclude: [10.88.0.0/24]}", 1))
 	restores := r.runner.restores.Load() - before
 	after := dials.Load()
-	poll(t, "dials after the reload", func() bool { return dials.Load() >= after+20 })
+	testkit.Eventually(t, "dials after the reload", func() bool { return dials.Load() >= after+20 })
 	close(stop)
 	wg.Wait()
 

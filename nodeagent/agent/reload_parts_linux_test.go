@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
@@ -81,7 +82,7 @@ repair: {enabled: true, node: node-1, kubeconfig: ` + kubeconfig + "}\n"
 		t.Errorf("tunnel enabled by the reload: no device: %v", err)
 	}
 	var pid string
-	poll(t, "proxy pid file", func() bool { b, _ := os.ReadFile(pidFile); pid = strings.TrimSpace(string(b)); return pid != "" })
+	testkit.Eventually(t, "proxy pid file", func() bool { b, _ := os.ReadFile(pidFile); pid = strings.TrimSpace(string(b)); return pid != "" })
 	if _, err := os.Stat("/proc/" + pid); err != nil {
 		t.Fatalf("proxy not running: %v", err)
 	}
@@ -98,7 +99,7 @@ repair: {enabled: true, node: node-1, kubeconfig: ` + kubeconfig + "}\n"
 	if d, _ := getStatus(t, r.addr); !strings.HasPrefix(d.reason("proxy"), "Ready: started") {
 		t.Errorf("proxy after its args changed: %q", d.reason("proxy"))
 	}
-	poll(t, "new proxy pid", func() bool { b, _ := os.ReadFile(pidFile); return strings.TrimSpace(string(b)) != pid })
+	testkit.Eventually(t, "new proxy pid", func() bool { b, _ := os.ReadFile(pidFile); return strings.TrimSpace(string(b)) != pid })
 	b, _ := os.ReadFile(pidFile)
 	pid = strings.TrimSpace(string(b))
 

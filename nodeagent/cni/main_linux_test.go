@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	nstest.MaybeHelper()
-	leakcheck.Main(func() int {
+	testkit.Main(func() int {
 		code := m.Run()
 		stopKube()
 		nstest.Cleanup()

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m.Run) }
+func TestMain(m *testing.M) { testkit.Main(m.Run) }
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

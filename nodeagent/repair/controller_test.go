@@ -13,13 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/cni"
 	"github.com/baremesh/baremesh/nodeagent/kubetest"
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	leakcheck.Main(func() int {
+	testkit.Main(func() int {
 		code := m.Run()
 		kubetest.Stop()
 		return code
@@ -91,18 +91,6 @@ func start(t *testing.T, cs kubernetes.Interface, node string, s scenario, mode 
 	return c
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
-}
-
 func get(t *testing.T, cs kubernetes.Interface, ns, name string) *corev1.Pod {
 	t.Helper()
 	p, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -139,12 +127,12 @@ func TestLabelMode(t *testing.T) {
 	node := uniqueNode("node-label")
 	s := setup(t, cs, node)
 	c := start(t, cs, node, s, ModeLabel)
-	waitFor(t, "broken pod labelled", func() bool {
+	testkit.EventuallyWithin(t, repairWait, "broken pod labelled", func() bool {
 		return get(t, cs, s.app, s.broken).Labels[LabelBroken] == string(ReasonValidationFailed)
 	})
 	// Three pods are on the node: once all are handled, a repair it
 	// still owed would show up in Repaired.
-	waitFor(t, "all pods handled", func() bool { return c.Checked() >= 3 })
+	testkit.EventuallyWithin(t, repairWait, "all pods handled", func() bool { return c.Checked() >= 3 })
 	if n := c.Repaired(); n != 1 {
 		t.Errorf("repaired %d pods, want 1", n)
 	}
@@ -156,13 +144,16 @@ func TestDeleteMode(t *testing.T) {
 	node := uniqueNode("node-delete")
 	s := setup(t, cs, node)
 	c := start(t, cs, node, s, ModeDelete)
-	waitFor(t, "broken pod deleted", func() bool {
+	testkit.EventuallyWithin(t, repairWait, "broken pod deleted", func() bool {
 		p := get(t, cs, s.app, s.broken)
 		return p == nil || p.DeletionTimestamp != nil // a kubelet would finish a graceful delete
 	})
-	waitFor(t, "all pods handled", func() bool { return c.Checked() >= 3 })
+	testkit.EventuallyWithin(t, repairWait, "all pods handled", func() bool { return c.Checked() >= 3 })
 	if n := c.Repaired(); n != 1 {
 		t.Errorf("repaired %d pods, want 1", n)
 	}
 	untouched(t, cs, s)
 }
+
+// repairWait is how long the tests wait for the controller to act.
+const repairWait = 20 * time.Second

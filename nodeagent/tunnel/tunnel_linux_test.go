@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
 func TestMain(m *testing.M) {
 	nstest.MaybeHelper()
-	leakcheck.Main(func() int {
+	testkit.Main(func() int {
 		code := m.Run()
 		nstest.Cleanup()
 		return code

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/sources/file"
 	"github.com/baremesh/baremesh/sources/sourcetest"
 )
@@ -95,13 +96,7 @@ func run(t *testing.T, opts file.Options) *running {
 
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.Eventually(t, what, cond)
 }
 
 func (r *running) port(name string) int {

@@ -4,21 +4,15 @@
 // cds, eds) holds the generators.
 //
 // Generators are pure: snapshot and proxy in, resources out; no I/O, no
-// goroutines, no clock. gen imports core only, never sources.
+// goroutines, no clock. The type URLs and every other trait of a type
+// are declared in xdsserver/xdstype. gen imports core only, never
+// sources.
 package gen
 
 import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/baremesh/baremesh/core/push"
-)
-
-// Type URLs of the resources generators build.
-const (
-	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
-	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
-	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
-	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 )
 
 // Input is everything a generator may read.

@@ -8,47 +8,21 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/baremesh/baremesh/core/model"
 )
 
-// NodeType is the kind of proxy, from the first field of Istio's node ID.
-type NodeType string
+// Proxy is a connected xDS client as generators see it (model.Proxy).
+type Proxy = model.Proxy
+
+// NodeType is the kind of proxy (model.NodeType).
+type NodeType = model.NodeType
 
 // Node types.
 const (
-	SidecarProxy NodeType = "sidecar"
-	Router       NodeType = "router"
+	SidecarProxy = model.SidecarProxy
+	Router       = model.Router
 )
-
-// Proxy is a connected xDS client as generators see it. It is built once
-// per connection (ParseNode) and not altered afterwards.
-type Proxy struct {
-	ID        string
-	Type      NodeType
-	IPs       []string
-	Namespace string
-	// DNSDomain is the fourth node ID field ("ns.svc.cluster.local").
-	DNSDomain string
-	Labels    map[string]string
-	// Proxyless is set for gRPC clients and servers without Envoy
-	// (metadata GENERATOR=grpc, or no Istio node ID at all).
-	Proxyless      bool
-	IstioVersion   string
-	ClusterID      string
-	Network        string
-	WorkloadName   string
-	ServiceAccount string
-	Locality       *corev3.Locality
-	// DNSAutoAllocate is set when the proxy resolves names itself and
-	// asks for allocated service addresses: metadata DNS_CAPTURE and
-	// DNS_AUTO_ALLOCATE both true (ISTIO_META_DNS_CAPTURE and
-	// ISTIO_META_DNS_AUTO_ALLOCATE in the proxy's environment). Only such
-	// a proxy sees the address allocated to a ServiceEntry without
-	// addresses; to any other the service has none (istiod's
-	// Service.GetAddressForProxy).
-	DNSAutoAllocate bool
-	// Metadata is the raw node metadata, for fields generators need later.
-	Metadata map[string]string
-}
 
 // ParseNode reads a proxy from an xDS Node with Istio's conventions: the
 // ID is "TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN", metadata carries

@@ -13,10 +13,10 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/baremesh/baremesh/nodeagent/leakcheck"
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m.Run) }
+func TestMain(m *testing.M) { testkit.Main(m.Run) }
 
 // A conflist as a real main CNI (the bridge + portmap chain of the
 // containernetworking reference setup) writes it.

@@ -1,0 +1,42 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+)
+
+// A view is the index at one generation: later changes do not show in
+// it (so a response's cache keys and generators read the same
+// endpoints), views of one generation are one, and a new view shows the
+// change.
+func TestEndpointViewIsPinned(t *testing.T) {
+	x := model.NewEndpointIndex()
+	svc := model.ServiceKey{Hostname: "a.mesh", Namespace: "ns"}
+	shard := config.Key{Kind: config.ServiceEntry, Namespace: "ns", Name: "a"}
+	x.SetShard(svc, shard, []*model.Endpoint{{Address: "10.0.0.1", Port: 80}}, nil)
+	v1 := x.View()
+	if x.View() != v1 {
+		t.Fatal("two views of one generation differ")
+	}
+	// (v1's endpoints are first read after the changes: nothing is
+	// memoised yet.)
+	x.SetShard(svc, shard, []*model.Endpoint{{Address: "10.0.0.2", Port: 80}}, nil)
+	other := config.Key{Kind: config.ServiceEntry, Namespace: "ns", Name: "b"}
+	x.SetShard(svc, other, []*model.Endpoint{{Address: "10.0.0.3", Port: 80}}, nil)
+	if got := v1.Endpoints(svc); len(got) != 1 || got[0].Address != "10.0.0.1" || !v1.HasAddress("10.0.0.1") || v1.HasAddress("10.0.0.2") {
+		t.Fatalf("the pinned view moved with the index: %v", got)
+	}
+	v2 := x.View()
+	if v2 == v1 || v2.Generation() == v1.Generation() || v2.Version(svc) == v1.Version(svc) {
+		t.Fatal("a change did not make a new view")
+	}
+	if got := v2.Endpoints(svc); len(got) != 2 || got[0].Address != "10.0.0.2" || got[1].Address != "10.0.0.3" {
+		t.Fatalf("new view endpoints %v", got)
+	}
+	var none *model.EndpointView
+	if none.Endpoints(svc) != nil || none.HasAddress("10.0.0.1") || none.Generation() != 0 {
+		t.Fatal("a nil view has endpoints")
+	}
+}

@@ -1,0 +1,79 @@
+package model
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// NodeType is the kind of proxy, from the first field of Istio's node ID.
+type NodeType string
+
+// Node types.
+const (
+	SidecarProxy NodeType = "sidecar"
+	Router       NodeType = "router"
+)
+
+// Proxy is a connected xDS client: who it says it is (its node: ID,
+// type, addresses, namespace, labels, metadata) and, once a later stage
+// fills it in, who it proved to be (Identity). The xDS server builds it
+// once per connection (from the Envoy node, xdsserver/gen.ParseNode) and
+// never alters it afterwards; generators and the controllers beside the
+// server (registration, health) read it.
+type Proxy struct {
+	ID        string
+	Type      NodeType
+	IPs       []string
+	Namespace string
+	// DNSDomain is the fourth node ID field ("ns.svc.cluster.local").
+	DNSDomain string
+	Labels    map[string]string
+	// Proxyless is set for gRPC clients and servers without Envoy
+	// (metadata GENERATOR=grpc, or no Istio node ID at all).
+	Proxyless      bool
+	IstioVersion   string
+	ClusterID      string
+	Network        string
+	WorkloadName   string
+	ServiceAccount string
+	Locality       *corev3.Locality
+	// DNSAutoAllocate is set when the proxy resolves names itself and
+	// asks for allocated service addresses: metadata DNS_CAPTURE and
+	// DNS_AUTO_ALLOCATE both true (ISTIO_META_DNS_CAPTURE and
+	// ISTIO_META_DNS_AUTO_ALLOCATE in the proxy's environment). Only such
+	// a proxy sees the address allocated to a ServiceEntry without
+	// addresses; to any other the service has none (istiod's
+	// Service.GetAddressForProxy).
+	DNSAutoAllocate bool
+	// Metadata is the raw node metadata, for fields generators need later.
+	Metadata map[string]string
+	// Identity is the caller's authenticated identity, nil for an
+	// unauthenticated stream. A proxy's node fields are what it claims;
+	// only Identity is proven.
+	Identity *Identity
+}
+
+// Identity is an authenticated workload identity: the trust domain,
+// namespace and service account of a SPIFFE ID
+// spiffe://TRUST_DOMAIN/ns/NAMESPACE/sa/SERVICE_ACCOUNT, plus how it was
+// proven.
+type Identity struct {
+	TrustDomain    string
+	Namespace      string
+	ServiceAccount string
+	// Method says how the identity was proven ("mtls", "token", ...).
+	Method string
+}
+
+// SPIFFEID returns the identity's SPIFFE ID.
+func (id *Identity) SPIFFEID() string {
+	return "spiffe://" + id.TrustDomain + "/ns/" + id.Namespace + "/sa/" + id.ServiceAccount
+}
+
+// SPIFFEIDOrEmpty is the SPIFFE ID of id, or "" for a nil (unauthenticated)
+// identity.
+func (id *Identity) SPIFFEIDOrEmpty() string {
+	if id == nil {
+		return ""
+	}
+	return id.SPIFFEID()
+}

@@ -1,0 +1,49 @@
+package daemon
+
+import (
+	"context"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/sources/kube"
+)
+
+// startKube adds the Kubernetes source when the config names a clusters
+// directory: its Istio resources join the aggregate (below the config
+// directories), its Services, EndpointSlices and Pods go to the service
+// model, and each change of the model queues its push. The mesh config's
+// discoverySelectors are read once, at start.
+func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
+	if d.cfg.Clusters == "" {
+		return
+	}
+	mesh, err := config.LoadMeshConfig(d.cfg.MeshConfig)
+	if err != nil {
+		mesh = config.DefaultMeshConfig() // New read it already; a later edit may be bad
+	}
+	sink := d.agg.AddSource("kube")
+	src, err := kube.New(kube.Options{
+		Dir: d.cfg.Clusters, Domain: d.cfg.ClusterDomain, DiscoverySelectors: mesh.GetDiscoverySelectors(),
+		Model:  func(u model.KubeUpdate) { d.pipeline.OnModelChange(d.registry.ApplyKube(u)) },
+		Logger: d.log.With("component", "kube"), Metrics: kube.NewMetrics(d.reg),
+	}, sink)
+	if err != nil {
+		d.log.Error("Kubernetes source not started", "err", err)
+		sink.Synced()
+		return
+	}
+	d.kube = src
+	goRun(func() {
+		if err := src.Run(ctx); err != nil {
+			d.log.Error("Kubernetes source stopped", "err", err)
+		}
+	})
+}
+
+// KubeStatus returns the Kubernetes clusters' state (nil without them).
+func (d *Daemon) KubeStatus() []kube.ClusterStatus {
+	if d.kube == nil {
+		return nil
+	}
+	return d.kube.Status()
+}

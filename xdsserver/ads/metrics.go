@@ -1,0 +1,36 @@
+package ads
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	connected prometheus.Gauge
+	pushes    *prometheus.CounterVec
+	pushBytes *prometheus.CounterVec
+	nacks     *prometheus.CounterVec
+	requests  *prometheus.CounterVec
+	genTime   *prometheus.HistogramVec
+	// convergence: from the change to the proxy's ACK of it.
+	convergence *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baremesh_xds_connected_proxies", Help: "xDS streams open now."}),
+		pushes:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_pushes_total", Help: "xDS responses sent, by type."}, []string{"type"}),
+		pushBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_push_bytes_total", Help: "Bytes of xDS responses sent, by type."}, []string{"type"}),
+		nacks:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_nacks_total", Help: "xDS responses proxies rejected, by type."}, []string{"type"}),
+		requests:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_requests_total", Help: "xDS requests received, by type and kind (request, ack, stale; NACKs are counted in baremesh_xds_nacks_total)."}, []string{"type", "kind"}),
+		genTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "baremesh_xds_generate_seconds", Help: "Time to generate one type for one proxy.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}, []string{"type"}),
+	}
+	m.convergence = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "baremesh_xds_convergence_seconds", Help: "From a config change to the proxy's ACK of the response that carried it, by type.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60},
+	}, []string{"type"})
+	if reg != nil {
+		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime, m.convergence)
+	}
+	return m
+}

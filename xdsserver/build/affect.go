@@ -1,0 +1,81 @@
+package build
+
+import (
+	"slices"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
+)
+
+// Affected says which types a full push can change for proxy p: a
+// change it cannot see (a Gateway or a gateway-only VirtualService for a
+// sidecar, a service outside its Sidecar scope or not exported to it, a
+// Sidecar of another namespace) pushes nothing, and a change of one kind
+// regenerates only the types that kind feeds (xdstype's Affects).
+// Anything it cannot judge (a removed service, the mesh config, a kind no
+// type lists) affects everything.
+func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *push.Request) map[*xdstype.Type]bool {
+	out := map[*xdstype.Type]bool{}
+	all := func() map[*xdstype.Type]bool {
+		for _, t := range types {
+			out[t] = true
+		}
+		return out
+	}
+	if req == nil || req.Reasons["mesh"] > 0 || req.Reasons["initial"] > 0 || len(req.Configs)+len(req.Services) == 0 {
+		return all()
+	}
+	for k := range req.Configs {
+		if slices.Contains(xdstype.ServiceKinds, k.Kind) || slices.Contains(xdstype.Inert, k.Kind) {
+			continue // services: judged by req.Services below
+		}
+		listed := false
+		for _, t := range types {
+			r, ok := t.Affects[k.Kind]
+			listed = listed || ok
+			if ok && reaches(r, pc, p, k, req) {
+				out[t] = true
+			}
+		}
+		if !listed {
+			return all()
+		}
+	}
+	if len(req.Services) > 0 {
+		var v *scope.View
+		if pc != nil {
+			v = scope.New(pc, p)
+		}
+		for sk := range req.Services {
+			var s = (*model.Service)(nil)
+			if pc != nil {
+				s = pc.Service(sk.Hostname, sk.Namespace)
+			}
+			if s == nil || v.ServiceVisible(s) {
+				return all() // removed (cannot tell who saw it) or visible
+			}
+		}
+	}
+	return out
+}
+
+// reaches reports whether a change of config k with reach r can affect
+// proxy p.
+func reaches(r xdstype.Reach, pc *push.PushContext, p *gen.Proxy, k config.Key, req *push.Request) bool {
+	router := p.Type == gen.Router
+	switch r {
+	case xdstype.Everyone:
+		return true
+	case xdstype.Routers:
+		return router
+	case xdstype.Bound:
+		return router || !req.GatewayOnly[k]
+	case xdstype.Scoped:
+		return pc == nil || k.Namespace == p.Namespace || k.Namespace == scope.RootNamespace(pc)
+	}
+	return true
+}

@@ -1,0 +1,235 @@
+package build
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
+)
+
+// edsKey is every input of one cluster's ClusterLoadAssignment: the
+// snapshot (by version: services, DestinationRules, Sidecars), the
+// endpoint version of the services with that hostname, and the proxy
+// fields EDS may read. A cached EDS generation receives its key and
+// nothing else (generateCLA): the proxy it sees is rebuilt from the key,
+// and the snapshot it reads is the one the key names (edsInput).
+type edsKey struct {
+	cluster   string
+	push      uint64
+	endpoints uint64
+	nodeType  gen.NodeType
+	namespace string
+	dnsDomain string
+	labels    string // canonical k=v,… form
+	locality  string // region/zone/subzone
+	proxyless bool
+}
+
+// edsInput is an edsKey with the snapshot it names: pc has version
+// k.push and is pinned at endpoint versions that sum to k.endpoints for
+// k.cluster's host, so it holds exactly what the key says and no more.
+type edsInput struct {
+	key edsKey
+	pc  *push.PushContext
+}
+
+// baseEDSKey holds the proxy's part of every edsKey; forCluster fills in
+// the rest.
+func baseEDSKey(pc *push.PushContext, p *gen.Proxy) edsKey {
+	k := edsKey{push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
+		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless}
+	if l := p.Locality; l != nil {
+		k.locality = l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubZone()
+	}
+	return k
+}
+
+func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
+	k.cluster = cluster
+	if host := wire.ClusterHost(cluster); host != "" {
+		for _, s := range pc.ServicesByHost(host) {
+			k.endpoints += pc.Endpoints.Version(s.Key())
+		}
+	}
+	return k
+}
+
+// proxy is the proxy a cached EDS generation sees: the key's fields and
+// nothing else.
+func (k edsKey) proxy() *gen.Proxy {
+	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, Metadata: map[string]string{}}
+	if k.locality != "" {
+		parts := strings.SplitN(k.locality, "/", 3)
+		p.Locality = &corev3.Locality{Region: parts[0], Zone: parts[1], SubZone: parts[2]}
+	}
+	return p
+}
+
+func canonicalLabels(l map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(l[k])
+		b.WriteByte('\x00')
+	}
+	return b.String()
+}
+
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// edsCache holds encoded ClusterLoadAssignments of the current snapshot.
+// Identical clusters for thousands of proxies are generated and encoded
+// once. In assert mode (BAREMESH_CACHE_ASSERT=1, on in tests) every hit
+// is regenerated and a difference panics: a key that misses an input is
+// a bug of the class that has produced CVEs in istiod.
+type edsCache struct {
+	mu     sync.Mutex
+	push   uint64
+	m      map[edsKey]*wire.Resource
+	hits   uint64
+	misses uint64
+	// lists holds whole-subscription results: thousands of proxies with
+	// the same subscription and key fields get the same list of CLAs,
+	// and only the first looks up its thousands of clusters.
+	lists map[edsListKey][]*wire.Resource
+}
+
+// maxEDSLists bounds the whole-subscription lists kept per snapshot:
+// proxies whose keys all differ (unique labels, say) each hold a list,
+// and past this many they look their clusters up one by one.
+const maxEDSLists = 256
+
+// edsListKey is every input of a whole subscription's CLAs: the proxy's
+// part of the edsKey, the shared list (kept alive by the entry's key, so
+// its address is not reused while cached) and the endpoint index's
+// generation, which moves with any endpoint change.
+type edsListKey struct {
+	base      edsKey
+	list      *wire.NameList
+	endpoints uint64
+}
+
+func (c *edsCache) getList(k edsListKey) ([]*wire.Resource, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.base.push != c.push {
+		return nil, false
+	}
+	res, ok := c.lists[k]
+	return res, ok
+}
+
+func (c *edsCache) putList(k edsListKey, res []*wire.Resource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.base.push != c.push {
+		return
+	}
+	if c.lists == nil {
+		c.lists = map[edsListKey][]*wire.Resource{}
+	}
+	if len(c.lists) < maxEDSLists {
+		c.lists[k] = res
+	}
+}
+
+// get returns the cached entry for k, dropping entries of older
+// snapshots first.
+func (c *edsCache) get(k edsKey) (*wire.Resource, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.push != c.push {
+		if k.push < c.push {
+			return nil, false // an older snapshot: do not cache
+		}
+		c.push, c.m, c.lists = k.push, map[edsKey]*wire.Resource{}, nil
+	}
+	e, ok := c.m[k]
+	if ok {
+		c.hits++
+	} else {
+		c.misses++
+	}
+	return e, ok
+}
+
+func (c *edsCache) put(k edsKey, e *wire.Resource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k.push == c.push && c.m != nil {
+		c.m[k] = e
+	}
+}
+
+// buildPerName builds the resources of names (EDS) through the cache,
+// from pc, one snapshot pinned for the whole response: the keys and the
+// generations read the same endpoints. A whole subscription (list not
+// nil) is looked up as one; the result is shared and must not be
+// altered.
+func (b *Builder) buildPerName(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string, list *wire.NameList) ([]*wire.Resource, error) {
+	cache := b.eds
+	base := baseEDSKey(pc, p)
+	lk := edsListKey{base: base, list: list, endpoints: pc.Endpoints.Generation()}
+	var cached []*wire.Resource
+	if list != nil {
+		var ok bool
+		if cached, ok = cache.getList(lk); ok && !b.assert {
+			return cached, nil
+		}
+	}
+	out := make([]*wire.Resource, 0, len(names))
+	for _, name := range names {
+		k := base.forCluster(pc, name)
+		if e, ok := cache.get(k); ok {
+			if b.assert {
+				// Against the real proxy, not the key's: a field the key
+				// lacks shows as a difference.
+				fresh, err := b.encode(t, gen.Input{Push: pc, Proxy: p, Names: []string{name}})
+				if err != nil || len(fresh) != 1 || fresh[0].Sum != e.Sum {
+					b.mismatch(fmt.Sprintf("baremesh cache assert: %s %s for proxy %s: cached bytes differ from a fresh generation (err %v): the cache key misses an input", strings.ToUpper(t.Short), name, p.ID, err))
+				}
+			}
+			out = append(out, e)
+			continue
+		}
+		res, err := b.generateCLA(t, edsInput{key: k, pc: pc})
+		if err != nil {
+			return nil, err
+		}
+		if len(res) == 1 {
+			cache.put(k, res[0])
+		}
+		out = append(out, res...)
+	}
+	if cached != nil && !wire.Same(cached, out) {
+		b.mismatch(fmt.Sprintf("baremesh cache assert: %s of the whole subscription for proxy %s differs from its clusters: the list key misses an input", strings.ToUpper(t.Short), p.ID))
+	}
+	if list != nil {
+		cache.putList(lk, out)
+	}
+	return out, nil
+}
+
+// generateCLA is the cached generation: it receives its key (with the
+// snapshot the key names) and nothing else.
+func (b *Builder) generateCLA(t *xdstype.Type, in edsInput) ([]*wire.Resource, error) {
+	return b.encode(t, gen.Input{Push: in.pc, Proxy: in.key.proxy(), Names: []string{in.key.cluster}})
+}

@@ -1,0 +1,54 @@
+package build
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
+)
+
+// In assert mode a whole-subscription hit is checked against its
+// clusters: a wrong cached list is reported.
+func TestEDSListCacheAssert(t *testing.T) {
+	var mismatch []string
+	b := New(Options{CacheAssert: true, OnCacheMismatch: func(m string) { mismatch = append(mismatch, m) }})
+	pc := push.Build(nil, push.Inputs{Store: store.NewMemory(), Registry: model.NewRegistry(model.NewAllocator())}, nil, time.Now())
+	typ := xdstype.Endpoint.With(func(in gen.Input) ([]gen.Resource, error) {
+		var out []gen.Resource
+		for _, n := range in.Names {
+			out = append(out, gen.Resource{Name: n, Resource: &endpointv3.ClusterLoadAssignment{ClusterName: n}})
+		}
+		return out, nil
+	})
+	names := []string{"outbound|80||a.mesh", "outbound|80||b.mesh"}
+	list := (&wire.Lists{}).Get(wire.NamesHash(names), names)
+	build := func(id string) {
+		t.Helper()
+		p := &gen.Proxy{ID: id, Type: gen.SidecarProxy, Namespace: "ns", Labels: map[string]string{}}
+		if _, _, err := b.Build(pc, typ, p, list.Names, list, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build("a")
+	build("b")
+	if len(mismatch) != 0 {
+		t.Fatalf("assertion reports before the list was spoiled: %v", mismatch)
+	}
+	b.eds.mu.Lock()
+	for k, res := range b.eds.lists {
+		b.eds.lists[k] = []*wire.Resource{res[1], res[0]} // a wrong list under the right key
+	}
+	b.eds.mu.Unlock()
+	build("c")
+	if len(mismatch) != 1 || !strings.Contains(mismatch[0], "whole subscription") {
+		t.Fatalf("assertion reports = %v, want one about the whole subscription", mismatch)
+	}
+}

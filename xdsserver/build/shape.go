@@ -1,0 +1,154 @@
+package build
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/mem"
+
+	"github.com/baremesh/baremesh/core/push"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
+)
+
+// shapeKey is every input of a proxy's LDS, CDS or RDS: the snapshot (by
+// version), the subscription, and the proxy fields those generators read.
+// A proxy's IPs matter only where an endpoint is at one of them (its
+// inbound side); then the endpoint index generation is part of the key
+// too. Thousands of sidecars that differ only in their address share one
+// key, so their config is generated and encoded once.
+type shapeKey struct {
+	typeURL      string
+	push         uint64
+	nodeType     gen.NodeType
+	namespace    string
+	dnsDomain    string
+	labels       string
+	proxyless    bool
+	istioVersion string
+	// dnsAutoAllocate: whether the proxy sees allocated service
+	// addresses (listener addresses, RDS names and domains follow it).
+	dnsAutoAllocate bool
+	ips             string // only the IPs that some endpoint is at
+	endpoints       uint64 // endpoint index generation, when ips is set
+	names           uint64 // hash of the subscribed names; 0 for wildcard
+	wildcard        bool
+}
+
+func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
+	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
+		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
+		wildcard: names == nil}
+	var ips []string
+	for _, ip := range p.IPs {
+		if pc.Endpoints.HasAddress(ip) {
+			ips = append(ips, ip)
+		}
+	}
+	if len(ips) > 0 {
+		k.ips = strings.Join(ips, ",")
+		k.endpoints = pc.Endpoints.Generation()
+	}
+	if names != nil {
+		k.names = wire.NamesHash(names)
+	}
+	return k
+}
+
+// proxy is the proxy a cached generation sees: the key's fields only.
+func (k shapeKey) proxy() *gen.Proxy {
+	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioVersion: k.istioVersion, DNSAutoAllocate: k.dnsAutoAllocate,
+		Metadata: map[string]string{}}
+	if k.ips != "" {
+		p.IPs = strings.Split(k.ips, ",")
+	}
+	return p
+}
+
+// shapeCache holds whole LDS, CDS and RDS outputs of the current snapshot.
+type shapeCache struct {
+	mu   sync.Mutex
+	push uint64
+	m    map[shapeKey]*shapeEntry
+}
+
+// shapeEntry is filled once; later callers wait for it (no stampede of
+// thousands of identical generations in a connect storm).
+type shapeEntry struct {
+	// joined is every resource's framing in one buffer, made on first
+	// use: a whole set goes out as one part that gRPC writes without
+	// copying it into frame-sized pieces.
+	joinOnce sync.Once
+	joinBuf  mem.Buffer
+	done     chan struct{}
+	names    []string // the subscription, checked on a hit: the key holds only its hash
+	res      []*wire.Resource
+	err      error
+}
+
+// joined gives the whole output framed as one buffer, made on first use.
+func (e *shapeEntry) joined() mem.Buffer {
+	e.joinOnce.Do(func() { e.joinBuf = wire.Joined(e.res) })
+	return e.joinBuf
+}
+
+// buildShape builds a whole LDS, CDS or RDS output through the cache. In
+// assert mode a hit is checked against a fresh generation for the real
+// proxy: a difference means the key misses an input.
+func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string) ([]*wire.Resource, func() mem.Buffer, error) {
+	sc := b.shapes
+	k := newShapeKey(pc, t.URL, p, names)
+	sc.mu.Lock()
+	if k.push > sc.push {
+		sc.push, sc.m = k.push, map[shapeKey]*shapeEntry{}
+	}
+	var e *shapeEntry
+	owner := false
+	if k.push == sc.push {
+		if e = sc.m[k]; e == nil {
+			e = &shapeEntry{done: make(chan struct{}), names: names}
+			sc.m[k] = e
+			owner = true
+		} else if !slices.Equal(e.names, names) {
+			e = nil // a hash collision: generate without the cache
+		}
+	}
+	sc.mu.Unlock()
+	in := shapeInput{key: k, pc: pc, names: names}
+	if e == nil { // an older snapshot than the cache's: no caching
+		res, err := b.generateShape(t, in)
+		return res, nil, err
+	}
+	if owner {
+		e.res, e.err = b.generateShape(t, in)
+		close(e.done)
+	} else {
+		<-e.done
+	}
+	if b.assert {
+		fresh, err := b.encode(t, gen.Input{Push: pc, Proxy: p, Names: names})
+		if err != nil || !wire.Same(fresh, e.res) {
+			b.mismatch(fmt.Sprintf("baremesh cache assert: %s for proxy %s differs from the cached output of its key: the key misses an input (err %v)", t.Short, p.ID, err))
+		}
+	}
+	return e.res, e.joined, e.err
+}
+
+// shapeInput is a shapeKey with what it names: the snapshot of version
+// k.push (pinned, so its endpoints are those of k.endpoints) and the
+// subscription whose hash is k.names.
+type shapeInput struct {
+	key   shapeKey
+	pc    *push.PushContext
+	names []string
+}
+
+// generateShape is the cached generation: it receives its key (with the
+// snapshot and names the key names) and nothing else.
+func (b *Builder) generateShape(t *xdstype.Type, in shapeInput) ([]*wire.Resource, error) {
+	return b.encode(t, gen.Input{Push: in.pc, Proxy: in.key.proxy(), Names: in.names})
+}
