@@ -19,6 +19,7 @@ import (
 //	GET /debug/syncz                  [proxyStatus]: every xDS connection
 //	GET /debug/config_dump?proxy=ID   [{"connection", "types": {"cds": [resource JSON]}}]
 //	GET /debug/configz                {"resources": [...], "rejected": [...], ...}
+//	POST /debug/diff?proxy=ID         {"files": [{"path", "content"}]} -> {"proxies": [{"id", "types": [{"type", "added", "removed", "changed"}]}]}
 
 type syncStatus struct {
 	Type        string    `json:"type"`
@@ -64,14 +65,7 @@ type configDump struct {
 // is nil). Errors name the URL and, for a non-200 answer, the daemon's
 // message.
 func (e *Env) get(path string, q url.Values, v any) ([]byte, error) {
-	base := strings.TrimRight(e.Daemon, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	u := base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
+	u := e.url(path, q)
 	resp, err := e.HTTP.Get(u)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach baremeshd (is it running? --daemon %s): %w", e.Daemon, err)
@@ -90,6 +84,19 @@ func (e *Env) get(path string, q url.Values, v any) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// url is the daemon's base URL (http:// if no scheme is given) + path?q.
+func (e *Env) url(path string, q url.Values) string {
+	base := strings.TrimRight(e.Daemon, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	u := base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
 }
 
 type httpError struct {

@@ -59,6 +59,8 @@ func verbs() []Verb {
 		{Name: "proxy-config", Synopsis: "clusters|listeners|routes|endpoints|all PROXY [-o table|json|yaml] [--fqdn H] [--port N] [--subset S] [--direction inbound|outbound]",
 			Daemon: true, Run: proxyConfig, Subs: []string{"clusters", "listeners", "routes", "endpoints", "all"},
 			Summary: "what baremeshd last sent one proxy, as tables or the raw resources"},
+		{Name: "diff", Synopsis: "DIR... [--proxy PROXY] [-o text|json]", Daemon: true, Run: diffCmd,
+			Summary: "dry run: what each connected proxy would receive differently if DIR replaced the config files (nothing is pushed)"},
 		{Name: "analyze", Synopsis: "DIR...|--daemon URL", Run: analyzeCmd,
 			Summary: "cross-resource problems with Istio's message codes (IST0101 ...), file:line"},
 		{Name: "validate", Synopsis: "DIR|FILE...", Run: func(e *Env, args []string) int {

@@ -86,6 +86,9 @@ type proxy struct {
 	st   grpc.BidiStreamingClient[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
 	node *corev3.Node
 	nack map[string]string // type URL -> NACK message to answer with
+	// names are the subscribed names per type, repeated in every ACK as
+	// Envoy does (a SotW request without names is a wildcard).
+	names map[string][]string
 }
 
 func connectProxy(t *testing.T, xdsAddr, id string, nack map[string]string) *proxy {
@@ -107,7 +110,7 @@ func connectNode(t *testing.T, xdsAddr string, node *corev3.Node, nack map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{t: t, st: st, node: node, nack: nack}
+	p := &proxy{t: t, st: st, node: node, nack: nack, names: map[string][]string{}}
 	for _, typ := range []string{typeCDS, typeLDS} {
 		p.send(&discovery.DiscoveryRequest{TypeUrl: typ})
 	}
@@ -160,6 +163,11 @@ func connectNode(t *testing.T, xdsAddr string, node *corev3.Node, nack map[strin
 func (p *proxy) send(r *discovery.DiscoveryRequest) {
 	p.t.Helper()
 	r.Node = p.node
+	if r.ResponseNonce == "" {
+		p.names[r.TypeUrl] = r.ResourceNames
+	} else {
+		r.ResourceNames = p.names[r.TypeUrl]
+	}
 	if err := p.st.Send(r); err != nil {
 		p.t.Fatal(err)
 	}
