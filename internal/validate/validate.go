@@ -20,34 +20,11 @@ import (
 // problem to stdout. It returns 1 if there is any problem, 2 if a path
 // cannot be read at all, else 0.
 func Main(paths []string, stdout, stderr io.Writer) int {
-	var files []string
-	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			fmt.Fprintf(stderr, "baremeshctl: %v\n", err)
-			return 2
-		}
-		if !fi.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if d.IsDir() && q != p && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			switch strings.ToLower(filepath.Ext(q)) {
-			case ".yaml", ".yml", ".json":
-				if !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
-					files = append(files, q)
-				}
-			}
-			return nil
-		})
+	files, err := Files(paths)
+	if err != nil {
+		fmt.Fprintf(stderr, "baremeshctl: %v\n", err)
+		return 2
 	}
-	sort.Strings(files)
 	problems, resources := 0, 0
 	seen := map[config.Key]config.Source{}
 	for _, f := range files {
@@ -77,4 +54,38 @@ func Main(paths []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// Files lists the config files under paths as baremeshd's file source
+// reads them: .yaml, .yml and .json, hidden files and directories left
+// out, sorted. A path that cannot be read is an error.
+func Files(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if d.IsDir() && q != p && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			switch strings.ToLower(filepath.Ext(q)) {
+			case ".yaml", ".yml", ".json":
+				if !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+					files = append(files, q)
+				}
+			}
+			return nil
+		})
+	}
+	sort.Strings(files)
+	return files, nil
 }
