@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,40 @@ log: {level: loud}
 				t.Errorf("Parse = %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestResolvConf: captureDNS takes the host's resolvers from resolvConf;
+// a file that cannot be read or lists none is a problem naming the field.
+func TestResolvConf(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(good, []byte("search example\nnameserver 127.0.0.53\nnameserver fe80::1%eth0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.conf")
+	if err := os.WriteFile(empty, []byte("search example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("a.yaml", []byte("capture: {captureDNS: true, resolvConf: "+good+"}\n"))
+	if err != nil || !slices.Equal(c.Capture.HostDNSServers, []string{"127.0.0.53", "fe80::1"}) {
+		t.Errorf("host resolvers = %v, %v", c.Capture.HostDNSServers, err)
+	}
+	c, err = Parse("a.yaml", []byte("capture: {captureDNS: true, captureAllDNS: true, resolvConf: "+empty+"}\n"))
+	if err != nil || c.Capture.HostDNSServers != nil {
+		t.Errorf("captureAllDNS: %v, %v", c.Capture.HostDNSServers, err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"capture: {captureDNS: true, resolvConf: " + filepath.Join(dir, "missing") + "}\n", "a.yaml:1: capture.resolvConf: reading the host's resolvers"},
+		{"capture: {captureDNS: true, resolvConf: " + empty + "}\n", "capture.captureDNS: no resolver to capture"},
+		{"capture: {captureDNS: true, resolvConf: none}\n", "capture.captureDNS: no resolver to capture"},
+	} {
+		_, err := Parse("a.yaml", []byte(tc.yaml))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	if _, err := Parse("a.yaml", []byte("capture: {captureDNS: true, resolvConf: none, dnsServers: [10.0.0.2]}\n")); err != nil {
+		t.Errorf("dnsServers alone: %v", err)
 	}
 }
