@@ -19,6 +19,7 @@ type host struct {
 	backend  Backend
 	runner   *ExecRunner
 	applier  *Applier
+	extra    *nstest.NS // a guest behind a virtual interface, when made
 }
 
 func newHost(t *testing.T, backend Backend, tproxy bool) *host {
