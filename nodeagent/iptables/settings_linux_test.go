@@ -239,4 +239,3 @@ func tcpChecksum(src, dst [4]byte, seg []byte) uint16 {
 	}
 	return ^uint16(sum)
 }
-
