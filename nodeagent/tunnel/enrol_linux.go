@@ -137,7 +137,11 @@ func (e *Enroller) Unenroll(ctx context.Context, ip netip.Addr) error {
 			if got := parseEnrolled(line); len(got) != 1 || got[0] != ip {
 				continue
 			}
-			if _, err := e.iptables(ctx, append([]string{"-D"}, f[1:]...)...); err != nil {
+			args := append([]string{"-D"}, f[1:]...)
+			for i := range args { // iptables -S quotes an owner comment (EnrollOwned)
+				args[i] = strings.Trim(args[i], `"`)
+			}
+			if _, err := e.iptables(ctx, args...); err != nil {
 				return fmt.Errorf("unenrol %v: %w", ip, err)
 			}
 		}
