@@ -151,7 +151,7 @@ func tunnelMark(path string) (uint32, error) {
 		return 0, err
 	}
 	var doc struct {
-		Tunnel *tunnel.Config `yaml:"tunnel"`
+		Tunnel        *tunnel.Config `yaml:"tunnel"`
 		tunnel.Config `yaml:",inline"`
 	}
 	if err := yaml.Unmarshal(data, &doc); err != nil {
