@@ -160,7 +160,7 @@ log: {level: loud}
 	want := []string{
 		"agent.yaml:4: capture.inboundPort: port 70000 out of range (1-65535)",
 		`agent.yaml:7: capture.outboundIPRangesExclude[1]: invalid CIDR "300.0.0.0/8": netip.ParsePrefix("300.0.0.0/8"): ParseAddr("300.0.0.0"): IPv4 field has value >255`,
-		"agent.yaml:13: tunnel.podCIDRs/excludeCIDRs: fd00::/8 is not an IPv4 prefix",
+		"agent.yaml:13: tunnel.podCIDRs/excludeCIDRs: fd00::/8 is not an IPv4 prefix (IPv6 prefixes need ipv6: true)",
 		"agent.yaml:8: tunnel.proxyNetns: required: the node proxy's network namespace",
 		"agent.yaml:14: repair.node: required: this node's name",
 		`agent.yaml:16: log.level: unknown level "loud" (want debug, info, warn or error)`,

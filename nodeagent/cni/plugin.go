@@ -138,12 +138,12 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) error {
 	return p.print(cfg)
 }
 
-// enrol adds the pod's IPv4 addresses from prevResult to the tunnel's
+// enrol adds the pod's addresses from prevResult to the tunnel's
 // enrolment; on a failure it removes those it added.
 func (p *Plugin) enrol(cfg *PluginConfig, log *slog.Logger, pod string, args *skel.CmdArgs) error {
-	ips := podIPv4s(cfg.PrevResult)
+	ips := podIPs(cfg.PrevResult)
 	if len(ips) == 0 {
-		return types.NewError(types.ErrInvalidNetworkConfig, "baremesh-cni: ambient pod "+pod+": prevResult has no IPv4 address to enrol", "")
+		return types.NewError(types.ErrInvalidNetworkConfig, "baremesh-cni: ambient pod "+pod+": prevResult has no address to enrol", "")
 	}
 	owner, err := tunnel.Owner(args.ContainerID, args.Netns)
 	if err != nil {
@@ -167,8 +167,9 @@ func (p *Plugin) enrol(cfg *PluginConfig, log *slog.Logger, pod string, args *sk
 	return nil
 }
 
-// podIPv4s lists the IPv4 addresses the main plugin gave the pod.
-func podIPv4s(prev types.Result) []netip.Addr {
+// podIPs lists the addresses (IPv4 and IPv6) the main plugin gave the
+// pod. IPv6 ones are redirected when the tunnel has ipv6: true.
+func podIPs(prev types.Result) []netip.Addr {
 	if prev == nil {
 		return nil
 	}
@@ -178,7 +179,9 @@ func podIPv4s(prev types.Result) []netip.Addr {
 	}
 	var ips []netip.Addr
 	for _, ip := range r.IPs {
-		if a, ok := netip.AddrFromSlice(ip.Address.IP.To4()); ok && ip.Address.IP.To4() != nil {
+		if v4 := ip.Address.IP.To4(); v4 != nil {
+			ips = append(ips, netip.AddrFrom4([4]byte(v4)))
+		} else if a, ok := netip.AddrFromSlice(ip.Address.IP); ok {
 			ips = append(ips, a)
 		}
 	}
@@ -256,7 +259,7 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 		defer cancel()
 		en, err := p.NewEnroller(ctx, cfg)
-		for _, ip := range podIPv4s(cfg.PrevResult) {
+		for _, ip := range podIPs(cfg.PrevResult) {
 			if err == nil {
 				err = en.Unenroll(ctx, ip)
 			}

@@ -10,23 +10,8 @@ import (
 
 // EnrollOwned is Enroll with the rule tagged by owner (see Owner).
 func (e *Enroller) EnrollOwned(ctx context.Context, ip netip.Addr, owner string) error {
-	if !ip.Is4() {
-		return fmt.Errorf("enrol %v: only IPv4 pods are redirected", ip)
-	}
 	r := enrolRule(ip, e.mark()) // "-s IP/32 -j MARK ...": the comment goes after -s, as iptables -S prints it
-	rule := append([]string{r[0], r[1], "-m", "comment", "--comment", owner}, r[2:]...)
-	return e.locked(func() error {
-		if err := e.ensureChain(ctx); err != nil {
-			return fmt.Errorf("enrol %v: %w", ip, err)
-		}
-		if _, err := e.iptables(ctx, append([]string{"-C", EnrolChain}, rule...)...); err == nil {
-			return nil
-		}
-		if _, err := e.iptables(ctx, append([]string{"-A", EnrolChain}, rule...)...); err != nil {
-			return fmt.Errorf("enrol %v: %w", ip, err)
-		}
-		return nil
-	})
+	return e.enroll(ctx, ip, append([]string{r[0], r[1], "-m", "comment", "--comment", owner}, r[2:]...))
 }
 
 // UnenrollContainer removes every enrolment rule of the pod sandbox
@@ -57,31 +42,40 @@ func (e *Enroller) SweepStale(ctx context.Context) ([]netip.Addr, error) {
 func (e *Enroller) removeWhere(ctx context.Context, match func(owner string) bool) ([]netip.Addr, error) {
 	var removed []netip.Addr
 	err := e.locked(func() error {
-		out, err := e.iptables(ctx, "-S", EnrolChain)
-		if err != nil {
-			return nil // no chain: nothing enrolled
-		}
-		for _, line := range strings.Split(out, "\n") {
-			f := strings.Fields(line)
-			owner := ""
-			for i := 0; i+1 < len(f); i++ {
-				if f[i] == "--comment" {
-					owner = strings.Trim(f[i+1], `"`)
-				}
+		for _, v6 := range []bool{false, true} {
+			if err := e.removeFamily(ctx, v6, match, &removed); err != nil {
+				return err
 			}
-			if len(f) < 4 || f[0] != "-A" || f[1] != EnrolChain || owner == "" || !match(owner) {
-				continue
-			}
-			args := append([]string{"-D"}, f[1:]...)
-			for i := range args {
-				args[i] = strings.Trim(args[i], `"`)
-			}
-			if _, err := e.iptables(ctx, args...); err != nil {
-				return fmt.Errorf("unenrol %s: %w", owner, err)
-			}
-			removed = append(removed, parseEnrolled(line)...)
 		}
 		return nil
 	})
 	return removed, err
+}
+
+func (e *Enroller) removeFamily(ctx context.Context, v6 bool, match func(owner string) bool, removed *[]netip.Addr) error {
+	out, err := e.ipt(ctx, v6, "-S", EnrolChain)
+	if err != nil {
+		return nil // no chain: nothing enrolled
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		owner := ""
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "--comment" {
+				owner = strings.Trim(f[i+1], `"`)
+			}
+		}
+		if len(f) < 4 || f[0] != "-A" || f[1] != EnrolChain || owner == "" || !match(owner) {
+			continue
+		}
+		args := append([]string{"-D"}, f[1:]...)
+		for i := range args {
+			args[i] = strings.Trim(args[i], `"`)
+		}
+		if _, err := e.ipt(ctx, v6, args...); err != nil {
+			return fmt.Errorf("unenrol %s: %w", owner, err)
+		}
+		*removed = append(*removed, parseEnrolled(line)...)
+	}
+	return nil
 }
