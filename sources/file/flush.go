@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -161,34 +160,12 @@ func (w *Watcher) reject(p string, f *fileState, errs []*config.DocError) {
 	w.sink.SetProblems(p, f.problems)
 }
 
-// read returns a file's bytes, refusing files over the size limit. A file
-// that is gone, or is not a regular file, gives errNoFile.
+// read returns a file's bytes (see ReadFile). A file that is gone gives
+// errNoFile.
 func (w *Watcher) read(p string) ([]byte, error) {
-	fh, err := os.Open(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errNoFile
-		}
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	if !fi.Mode().IsRegular() {
+	data, err := ReadFile(p, w.opts.MaxFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errNoFile
 	}
-	limit := w.opts.MaxFileSize
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%w: file is %d bytes, over the size limit of %d bytes (maxFileSize)", config.ErrParse, fi.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: file grew past the size limit of %d bytes (maxFileSize) while being read", config.ErrParse, limit)
-	}
-	return data, nil
+	return data, err
 }

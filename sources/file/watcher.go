@@ -34,8 +34,10 @@ type Options struct {
 	Dirs []string
 	// Name names the source in Configs, problems and logs; default "file".
 	Name string
-	// MaxFileSize rejects larger files; default 10 MiB.
-	MaxFileSize int64
+	// MaxFileSize, MaxDocuments and MaxNodes are the Limits of one file.
+	MaxFileSize  int64
+	MaxDocuments int
+	MaxNodes     int
 	// Coalesce is the quiet period that merges a burst of changes into one
 	// update; 0 handles each change at once.
 	Coalesce time.Duration
@@ -49,16 +51,12 @@ type Options struct {
 	Metrics *Metrics
 }
 
-// DefaultMaxFileSize is the default for Options.MaxFileSize.
-const DefaultMaxFileSize = 10 << 20
-
 func (o *Options) setDefaults() {
 	if o.Name == "" {
 		o.Name = "file"
 	}
-	if o.MaxFileSize <= 0 {
-		o.MaxFileSize = DefaultMaxFileSize
-	}
+	l := o.limits()
+	o.MaxFileSize, o.MaxDocuments, o.MaxNodes = l.MaxFileSize, l.MaxDocuments, l.MaxNodes
 	if o.MaxCoalesce <= 0 {
 		o.MaxCoalesce = time.Second
 	}
@@ -68,6 +66,10 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+func (o *Options) limits() Limits {
+	return Limits{MaxFileSize: o.MaxFileSize, MaxDocuments: o.MaxDocuments, MaxNodes: o.MaxNodes}.WithDefaults()
 }
 
 // Watcher watches directories and feeds a Sink. Run it once.
