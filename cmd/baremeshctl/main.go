@@ -1,14 +1,19 @@
 // Command baremeshctl is baremesh's command-line tool.
 //
-//	baremeshctl validate DIR|FILE...   check config offline, exit 1 on problems
+//	baremeshctl validate [--max-file-size N] [--max-documents N] [--max-nodes N] DIR|FILE...
+//
+// checks config offline with the daemon's reader, parser, rules and
+// limits (defaults as baremeshd's), and exits 1 on problems.
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/baremesh/baremesh/internal/validate"
+	"github.com/baremesh/baremesh/sources/file"
 )
 
 func main() {
@@ -22,11 +27,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "validate":
-		if len(args) < 2 {
-			fmt.Fprintln(stderr, "usage: baremeshctl validate DIR|FILE...")
+		fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		var lim file.Limits
+		fs.Int64Var(&lim.MaxFileSize, "max-file-size", file.DefaultMaxFileSize, "largest config file, bytes (baremeshd maxFileSize)")
+		fs.IntVar(&lim.MaxDocuments, "max-documents", file.DefaultMaxDocuments, "most resources in one file (baremeshd maxDocuments)")
+		fs.IntVar(&lim.MaxNodes, "max-nodes", file.DefaultMaxNodes, "most YAML nodes in one resource (baremeshd maxNodes)")
+		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}
-		return validate.Main(args[1:], stdout, stderr)
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "usage: baremeshctl validate [--max-file-size N] [--max-documents N] [--max-nodes N] DIR|FILE...")
+			return 2
+		}
+		return validate.Main(fs.Args(), lim, stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
