@@ -254,7 +254,7 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 	if ev.Op == fsnotify.Chmod {
 		// A directory's mode changed: it may have become readable, or
 		// unreadable.
-		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && w.rootOf(p) != nil {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && !hidden(filepath.Base(p)) && w.rootOf(p) != nil {
 			w.addTree(p)
 			w.dirty[p] = true
 		}
