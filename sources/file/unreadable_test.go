@@ -46,6 +46,7 @@ func TestUnreadableDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProblem(t, r, sub, 0, `permission denied`)
+	checkProblem(t, r, filepath.Join(sub, "b.yaml"), 0, `permission denied`)
 	if r.port("b") != 80 {
 		t.Fatal("b dropped when its directory became unreadable")
 	}
