@@ -3,7 +3,6 @@ package ctl
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -92,7 +91,7 @@ func loadDirs(paths []string, e *Env) ([]config.Config, int, error) {
 	var out []config.Config
 	bad := 0
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := validate.ReadFile(f)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/internal/onboard"
-	"github.com/baremesh/baremesh/internal/validate"
 	"github.com/baremesh/baremesh/internal/version"
 )
 
@@ -63,13 +62,7 @@ func verbs() []Verb {
 			Summary: "dry run: what each connected proxy would receive differently if DIR replaced the config files (nothing is pushed)"},
 		{Name: "analyze", Synopsis: "DIR...|--daemon URL", Run: analyzeCmd,
 			Summary: "cross-resource problems with Istio's message codes (IST0101 ...), file:line"},
-		{Name: "validate", Synopsis: "DIR|FILE...", Run: func(e *Env, args []string) int {
-			if len(args) == 0 || isHelp(args[0]) {
-				fmt.Fprintln(e.Stderr, "usage: baremeshctl validate DIR|FILE...")
-				return helpCode(args)
-			}
-			return validate.Main(args, e.Stdout, e.Stderr)
-		}, Summary: "check config files offline with baremeshd's parser and rules; exit 1 on problems"},
+		{Name: "validate", Synopsis: "[--max-file-size N] [--max-documents N] [--max-nodes N] DIR|FILE...", Run: validateCmd, Summary: "check config files offline with baremeshd's parser and rules; exit 1 on problems"},
 		{Name: "token", Synopsis: "create|list|revoke ...", Subs: []string{"create", "list", "revoke"}, Run: onboardCmd("token"),
 			Summary: "join tokens a VM's Istio agent presents for its first certificate"},
 		{Name: "vm", Synopsis: "bootstrap --namespace NS --group WG --out DIR [--envoy] ...", Subs: []string{"bootstrap"}, Run: onboardCmd("vm"),

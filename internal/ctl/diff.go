@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/baremesh/baremesh/internal/validate"
@@ -64,7 +63,7 @@ func diffCmd(e *Env, args []string) int {
 		Files []map[string]string `json:"files"`
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := validate.ReadFile(f)
 		if err != nil {
 			fmt.Fprintln(e.Stderr, "baremeshctl:", err)
 			return 2

@@ -112,6 +112,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		sink := d.agg.AddSource("file:" + dir)
 		watchers = append(watchers, file.New(file.Options{
 			Dirs: []string{dir}, Name: "file:" + dir, MaxFileSize: d.cfg.MaxFileSize,
+			MaxDocuments: d.cfg.MaxDocuments, MaxNodes: d.cfg.MaxNodes,
 			Coalesce: d.cfg.FileCoalesce.Duration, Logger: d.log.With("component", "file"), Metrics: fileMetrics,
 		}, sink))
 	}
