@@ -54,6 +54,7 @@ package:
 	rm -rf $(PKG_ROOT) && mkdir -p $(PKG_ROOT)/doc
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $(PKG_ROOT)/ $(PKG_CMDS)
 	cp packaging/doc/copyright $(PKG_ROOT)/doc/
+	for m in packaging/man/*.[18]; do gzip -9n < $$m > $(PKG_ROOT)/doc/$$(basename $$m).gz || exit 1; done
 	for p in baremesh baremesh-agent; do \
 	  packaging/changelog.sh $$p $(VERSION) | gzip -9n > $(PKG_ROOT)/doc/$$p.changelog.gz || exit 1; \
 	  for f in deb rpm; do \

@@ -11,14 +11,17 @@ import (
 	"path/filepath"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/baremesh/baremesh/nodeagent/cni/install"
+	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
 // runCNI is `baremesh-agent cni install|uninstall`:
 //
 //	baremesh-agent cni install [-bin-dir /opt/cni/bin] [-conf-dir /etc/cni/net.d]
 //	    [-conf-name FILE] [-kubeconfig FILE] [-exclude-namespaces a,b]
-//	    [-ambient] [-watch] [-ready-file PATH]
+//	    [-ambient] [-tunnel-config FILE] [-watch] [-ready-file PATH]
 //	baremesh-agent cni uninstall [-bin-dir ...] [-conf-dir ...]
 func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "repair" {
@@ -39,6 +42,7 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig for the plugin (default: one made from the pod's service account)")
 	exclude := fs.String("exclude-namespaces", "kube-system,baremesh-system", "namespaces the plugin leaves alone")
 	ambient := fs.Bool("ambient", false, "enable ambient decisions (namespace label istio.io/dataplane-mode=ambient)")
+	tunnelConfig := fs.String("tunnel-config", "", "the node tunnel's config (agent.yaml with a tunnel: section, or tunnel.yaml): the plugin enrols ambient pods with its mark")
 	watch := fs.Bool("watch", false, "keep running: re-insert the plugin when the main CNI rewrites its config")
 	readyFile := fs.String("ready-file", "", "file created while the plugin is chained (for a readiness probe)")
 	if err := fs.Parse(args); err != nil {
@@ -47,6 +51,14 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "cni-install")
 	opts := install.Options{BinDir: *binDir, ConfDir: *confDir, ConfName: *confName, Binaries: []string{*plugin},
 		Plugin: map[string]any{"ambientEnabled": *ambient, "kubernetes": map[string]any{"excludeNamespaces": splitComma(*exclude)}}}
+	if *tunnelConfig != "" && cmd == "install" {
+		mark, err := tunnelMark(*tunnelConfig)
+		if err != nil {
+			fmt.Fprintf(stderr, "baremesh-agent cni install: -tunnel-config: %v\n", err)
+			return 1
+		}
+		opts.Plugin["ambientMark"] = mark
+	}
 	if cmd == "install" {
 		kc, err := pluginKubeconfig(*kubeconfig)
 		if err != nil {
@@ -128,4 +140,26 @@ contexts:
   context: {cluster: local, user: baremesh-cni}
 current-context: baremesh-cni
 `, joinHostPort(host, port), b64(ca), strings.TrimSpace(string(token)))), nil
+}
+
+// tunnelMark reads the node tunnel's mark from its configuration: an
+// agent.yaml (its tunnel: section) or a tunnel.yaml, so that the plugin's
+// enrolments always carry the mark the tunnel redirects.
+func tunnelMark(path string) (uint32, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var doc struct {
+		Tunnel        *tunnel.Config `yaml:"tunnel"`
+		tunnel.Config `yaml:",inline"`
+	}
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	c := doc.Config
+	if doc.Tunnel != nil {
+		c = *doc.Tunnel
+	}
+	return c.WithDefaults().Mark, nil
 }

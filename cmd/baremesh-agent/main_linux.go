@@ -31,6 +31,9 @@ func main() { os.Exit(mainProcess(os.Args[1:], os.Stdout, os.Stderr)) }
 // mainProcess is main with its signals: SIGTERM and SIGINT stop the
 // command; SIGHUP reloads the agent's config (systemctl reload).
 func mainProcess(args []string, stdout, stderr io.Writer) int {
+	if code, done := helpOrVersion(args, stdout, stderr); done {
+		return code
+	}
 	var hup chan os.Signal
 	if agentRuns(args) {
 		// Registered before anything can be slow: SIGHUP's default
@@ -148,4 +151,46 @@ func newLogger(c agent.LogConfig, level *slog.LevelVar, w io.Writer) *slog.Logge
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// agentUsage lists every command (--help, help; man page baremesh-agent.8).
+const agentUsage = `usage: baremesh-agent [COMMAND] [flags]
+
+commands:
+  run             capture the host's traffic into the local proxy, supervise it, report status (the default; SIGHUP reloads)
+  uninstall       remove the capture rules the agent installed
+  cni install     install the baremesh-cni plugin and its conflist on a Kubernetes node
+  cni uninstall   remove the plugin and its conflist entry
+  cni repair      label or delete pods whose traffic capture was not set up
+  tunnel up       create the node tunnel to the node proxy (ambient) and exit
+  tunnel down     remove the node tunnel
+  tunnel run      keep the node tunnel in place until stopped
+  version         print the version
+  help            this list
+
+run and uninstall take -config FILE (default /etc/baremesh/agent.yaml) and -dry-run;
+"baremesh-agent COMMAND -h" lists a command's flags.
+`
+
+// helpOrVersion answers --help, help, --version and unknown commands
+// before anything starts; done is false for a command to run.
+func helpOrVersion(args []string, stdout, stderr io.Writer) (code int, done bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintf(stdout, "baremesh-agent %s: the baremesh node agent.\n\n%s", version.Version, agentUsage)
+		return 0, true
+	case "--version", "-version":
+		fmt.Fprintln(stdout, version.Version)
+		return 0, true
+	case "run", "uninstall", "version", "cni", "tunnel":
+		return 0, false
+	}
+	if len(args[0]) > 0 && args[0][0] == '-' {
+		return 0, false // flags of run
+	}
+	fmt.Fprintf(stderr, "baremesh-agent: unknown command %q\n%s", args[0], agentUsage)
+	return 2, true
 }

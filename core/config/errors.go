@@ -57,16 +57,35 @@ func (e *Errors) Add(field, format string, args ...any) {
 }
 
 // Err returns nil when there are no failures, else one error wrapping
-// ErrInvalid that lists them all.
+// ErrInvalid that lists them all; FieldErrors gives them back.
 func (e Errors) Err() error {
 	if len(e) == 0 {
 		return nil
 	}
-	parts := make([]string, len(e))
-	for i, fe := range e {
+	return &fieldsError{fields: e}
+}
+
+type fieldsError struct{ fields Errors }
+
+func (e *fieldsError) Error() string {
+	parts := make([]string, len(e.fields))
+	for i, fe := range e.fields {
 		parts[i] = fe.Error()
 	}
-	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(parts, "; "))
+	return ErrInvalid.Error() + ": " + strings.Join(parts, "; ")
+}
+
+func (e *fieldsError) Unwrap() error { return ErrInvalid }
+
+// FieldErrors returns the field failures an error from Errors.Err
+// carries (wrapped or not), so a reader can locate each field in its
+// input; nil for any other error.
+func FieldErrors(err error) Errors {
+	var fe *fieldsError
+	if errors.As(err, &fe) {
+		return fe.fields
+	}
+	return nil
 }
 
 // DocError is a failure of one document, located by file and line and,

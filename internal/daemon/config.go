@@ -63,6 +63,11 @@ type Config struct {
 	LogLevel   string `json:"logLevel"`
 	// MaxFileSize is the largest config file read, in bytes.
 	MaxFileSize int64 `json:"maxFileSize"`
+	// MaxDocuments is the most resources one config file may hold and
+	// MaxNodes the most YAML nodes one resource may have; 0 takes the
+	// file source's defaults (10,000 and 1,000,000).
+	MaxDocuments int `json:"maxDocuments"`
+	MaxNodes     int `json:"maxNodes"`
 	// FileCoalesce merges a burst of file changes into one update.
 	FileCoalesce Duration `json:"fileCoalesce"`
 	// Debounce and DebounceMax bound the push debouncer.
@@ -160,6 +165,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFileSize <= 0 {
 		errs = append(errs, fmt.Errorf("maxFileSize: must be positive, got %d", c.MaxFileSize))
+	}
+	if c.MaxDocuments < 0 || c.MaxNodes < 0 {
+		errs = append(errs, fmt.Errorf("maxDocuments, maxNodes: must not be negative, got %d, %d", c.MaxDocuments, c.MaxNodes))
 	}
 	if c.GCPercent <= 0 {
 		errs = append(errs, fmt.Errorf("gcPercent: must be positive, got %d", c.GCPercent))

@@ -90,6 +90,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.Handle("/debug/syncz", debug.SyncHandler(d.xds))
 	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(d.xds))
 	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
+	d.Handle("/debug/diff", http.HandlerFunc(d.diffHandler)) // dryrun.go
 	return d, nil
 }
 
@@ -113,6 +114,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		sink := d.agg.AddSource("file:" + dir)
 		watchers = append(watchers, file.New(file.Options{
 			Dirs: []string{dir}, Name: "file:" + dir, MaxFileSize: d.cfg.MaxFileSize,
+			MaxDocuments: d.cfg.MaxDocuments, MaxNodes: d.cfg.MaxNodes,
 			Coalesce: d.cfg.FileCoalesce.Duration, Logger: d.log.With("component", "file"), Metrics: fileMetrics,
 		}, sink))
 	}
@@ -229,6 +231,7 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 		if last != nil {
 			d.log.Info("mesh config changed", "file", d.cfg.MeshConfig)
 			d.pipeline.SetMesh(m)
+			d.kubeMeshChanged(m)
 		}
 		last = m
 	})

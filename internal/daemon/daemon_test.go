@@ -118,7 +118,7 @@ func TestDaemonServesConfigAndFollowsEdits(t *testing.T) {
 	}
 	testkit.Eventually(t, "rejected file on configz", func() bool { return len(configzOf(t, d).Rejected) > 0 })
 	cz = configzOf(t, d)
-	if r := cz.Rejected[0]; r.Origin != path || r.Line != 1 || !strings.Contains(r.Error, "ports[0].number") {
+	if r := cz.Rejected[0]; r.Origin != path || r.Line != 6 /* the ports line */ || !strings.Contains(r.Error, "ports[0].number") {
 		t.Fatalf("rejected = %+v", cz.Rejected)
 	}
 	if len(cz.Resources) != 1 || !strings.Contains(string(cz.Resources[0].Spec), "8080") {

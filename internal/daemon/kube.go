@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/sources/kube"
@@ -12,7 +14,7 @@ import (
 // directory: its Istio resources join the aggregate (below the config
 // directories), its Services, EndpointSlices and Pods go to the service
 // model, and each change of the model queues its push. The mesh config's
-// discoverySelectors are read once, at start.
+// discoverySelectors choose the namespaces (kubeMeshChanged follows them).
 func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 	if d.cfg.Clusters == "" {
 		return
@@ -46,4 +48,15 @@ func (d *Daemon) KubeStatus() []kube.ClusterStatus {
 		return nil
 	}
 	return d.kube.Status()
+}
+
+// kubeMeshChanged hands a new mesh config's discoverySelectors to the
+// Kubernetes source.
+func (d *Daemon) kubeMeshChanged(m *meshv1alpha1.MeshConfig) {
+	if d.kube == nil {
+		return
+	}
+	if err := d.kube.SetDiscoverySelectors(m.GetDiscoverySelectors()); err != nil {
+		d.log.Warn("mesh config's discoverySelectors refused; the namespaces selected stay", "err", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
@@ -131,6 +134,19 @@ func TestGRPCGoXDSClientMixedMesh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Istio resources in the cluster: "echo" also exists as a file (the
+	// file wins), "echo-kube" only in the cluster.
+	drGVR := schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "destinationrules"}
+	for _, n := range []string{"echo", "echo-kube"} {
+		dr := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "networking.istio.io/v1", "kind": "DestinationRule",
+			"metadata": map[string]any{"name": n, "namespace": ns},
+			"spec":     map[string]any{"host": "echo.mixed.svc.cluster.local", "trafficPolicy": map[string]any{"loadBalancer": map[string]any{"simple": "ROUND_ROBIN"}}},
+		}}
+		if _, err := kc.Dyn.Resource(drGVR).Namespace(ns).Create(ctx, dr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	clusters := t.TempDir()
 	if err := os.WriteFile(filepath.Join(clusters, "k1.yaml"), kc.Kubeconfig(t, "baremesh", nil), 0o600); err != nil {
 		t.Fatal(err)
@@ -143,7 +159,13 @@ spec:
   ports: {grpc: %d}
   labels: {app: echo}
   serviceAccount: echo-vm
-`, vm.port)}, clusters)
+`, vm.port), "dr.yaml": `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: echo, namespace: mixed}
+spec:
+  host: echo.mixed.svc.cluster.local
+  trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}
+`}, clusters)
 
 	res, err := xds.NewXDSResolverWithConfigForTesting(m.bootstrap("sidecar~127.0.0.1~client.default~default.svc.cluster.local"))
 	if err != nil {
@@ -163,6 +185,14 @@ spec:
 	})
 	t.Logf("answered by: %v", seen)
 	var cz struct {
+		Resources []struct {
+			Kind, Name string
+			Source     struct{ Name string }
+		}
+		Conflicts []struct {
+			Winner string
+			Losers []string
+		}
 		Clusters []struct {
 			ID        string `json:"id"`
 			Connected bool   `json:"connected"`
@@ -173,6 +203,19 @@ spec:
 	getJSON(t, "http://"+m.d.HTTPAddr()+"/debug/configz", &cz)
 	if len(cz.Clusters) != 1 || cz.Clusters[0].ID != "k1" || !cz.Clusters[0].Connected || !cz.Clusters[0].Synced || cz.Clusters[0].Services < 1 {
 		t.Fatalf("/debug/configz clusters = %+v", cz.Clusters)
+	}
+	// Precedence: the file's DestinationRule wins over the cluster's.
+	sources := map[string]string{}
+	for _, r := range cz.Resources {
+		if r.Kind == "DestinationRule" {
+			sources[r.Name] = r.Source.Name
+		}
+	}
+	if !strings.HasPrefix(sources["echo"], "file:") || sources["echo-kube"] != "kube:k1" {
+		t.Fatalf("DestinationRule sources = %v; want echo from the file, echo-kube from cluster k1", sources)
+	}
+	if len(cz.Conflicts) != 1 || !strings.HasPrefix(cz.Conflicts[0].Winner, "file:") || len(cz.Conflicts[0].Losers) != 1 || cz.Conflicts[0].Losers[0] != "kube" {
+		t.Fatalf("conflicts = %+v; want the file over kube", cz.Conflicts)
 	}
 
 	// The pod leaves the slice: all traffic to the VM.

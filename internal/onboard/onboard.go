@@ -68,6 +68,7 @@ const Usage = `       baremeshctl token create --namespace NS --service-account 
        baremeshctl token list
        baremeshctl token revoke ID
        baremeshctl vm bootstrap --namespace NS --group WG --out DIR [--address HOST:PORT] [--ttl 1h] [--uses N]
+       baremeshctl vm bootstrap --envoy --ip VM_IP --namespace NS --group WG --out DIR [--address XDS_HOST:PORT] [--name NAME]
        (token and vm take --config FILE (default /etc/baremesh/baremesh.yaml) and --state-dir DIR)
 `
 

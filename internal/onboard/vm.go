@@ -34,6 +34,8 @@ type vmOptions struct {
 	ttl                                       time.Duration
 	uses                                      int
 	autoRegister, dnsCapture                  bool
+	envoy                                     bool   // an Envoy bootstrap instead of Istio's agent files (envoy.go)
+	ip, name                                  string // with envoy: the VM's IP and workload name
 }
 
 // vmBootstrap writes what Istio's VM package reads, as `istioctl x workload
@@ -54,6 +56,9 @@ func vmBootstrap(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.uses, "uses", 0, "join token uses (0: any number within its ttl)")
 	fs.BoolVar(&o.autoRegister, "autoregister", false, "set ISTIO_META_AUTO_REGISTER_GROUP (a WorkloadEntry is made on connect)")
 	fs.BoolVar(&o.dnsCapture, "capture-dns", true, "set ISTIO_META_DNS_CAPTURE")
+	fs.BoolVar(&o.envoy, "envoy", false, "write envoy-bootstrap.yaml for Envoy without Istio's agent (plain xDS to xdsAddr; --address is then the xDS address)")
+	fs.StringVar(&o.ip, "ip", "", "with --envoy: the VM's IP address (required)")
+	fs.StringVar(&o.name, "name", "", "with --envoy: the workload's name in the node ID (default GROUP-IP)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -64,6 +69,14 @@ func vmBootstrap(args []string, stdout, stderr io.Writer) int {
 	cfg, err := c.load()
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if o.envoy {
+		id, err := envoyBootstrap(cfg, o)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		fmt.Fprintf(stdout, "wrote %s: node %s\n", filepath.Join(o.out, EnvoyBootstrapFile), id)
+		return 0
 	}
 	if err := bootstrap(cfg, o, stderr); err != nil {
 		return fail(stderr, err)

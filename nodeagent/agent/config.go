@@ -52,6 +52,28 @@ type CaptureConfig struct {
 	// default they are removed so that traffic is not sent to a proxy
 	// that the agent no longer runs (fail open).
 	KeepOnStop bool `yaml:"keepOnStop"`
+	// ResolvConf is read (at load and on each reload) for the host's
+	// resolvers, whose queries captureDNS captures (with dnsServers).
+	// Default /etc/resolv.conf; "none" reads nothing.
+	ResolvConf string `yaml:"resolvConf"`
+}
+
+// DefaultResolvConf is where the host's resolvers are read from.
+const DefaultResolvConf = "/etc/resolv.conf"
+
+// hostResolvers fills HostDNSServers from ResolvConf when DNS capture
+// needs them.
+func (c *CaptureConfig) hostResolvers() *Problem {
+	c.HostDNSServers = nil
+	if c.Disabled || !c.CaptureDNS || c.CaptureAllDNS || c.ResolvConf == "none" {
+		return nil
+	}
+	data, err := os.ReadFile(c.ResolvConf)
+	if err != nil {
+		return &Problem{Field: "capture.resolvConf", Msg: fmt.Sprintf("reading the host's resolvers: %v", err)}
+	}
+	c.HostDNSServers = iptables.ParseResolvConf(data)
+	return nil
 }
 
 // TunnelConfig is the node tunnel (ambient redirection) the agent keeps
@@ -122,9 +144,16 @@ func Parse(name string, data []byte) (Config, error) {
 		return c, &ConfigError{Problems: decodeProblems(name, data, err)}
 	}
 	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
+	rp := c.Capture.hostResolvers()
+	if err := c.Validate(); err != nil || rp != nil {
 		pos := indexPositions(data)
-		ce := err.(*ConfigError) // Validate's only kind of error
+		ce, _ := err.(*ConfigError) // Validate's only kind of error
+		if ce == nil {
+			ce = &ConfigError{}
+		}
+		if rp != nil {
+			ce.Problems = append([]Problem{*rp}, ce.Problems...)
+		}
 		probs := make([]Problem, len(ce.Problems))
 		for i, p := range ce.Problems {
 			p.File, p.Line = name, pos.lineOf(p.Field)
@@ -147,6 +176,9 @@ func Load(path string) (Config, error) {
 // WithDefaults fills unset fields.
 func (c Config) WithDefaults() Config {
 	c.Capture.Config = c.Capture.Config.WithDefaults()
+	if c.Capture.ResolvConf == "" {
+		c.Capture.ResolvConf = DefaultResolvConf
+	}
 	if c.Tunnel.Enabled {
 		c.Tunnel.Config = c.Tunnel.Config.WithDefaults()
 	}

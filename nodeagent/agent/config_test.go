@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -159,7 +160,7 @@ log: {level: loud}
 	want := []string{
 		"agent.yaml:4: capture.inboundPort: port 70000 out of range (1-65535)",
 		`agent.yaml:7: capture.outboundIPRangesExclude[1]: invalid CIDR "300.0.0.0/8": netip.ParsePrefix("300.0.0.0/8"): ParseAddr("300.0.0.0"): IPv4 field has value >255`,
-		"agent.yaml:13: tunnel.podCIDRs/excludeCIDRs: fd00::/8 is not an IPv4 prefix",
+		"agent.yaml:13: tunnel.podCIDRs/excludeCIDRs: fd00::/8 is not an IPv4 prefix (IPv6 prefixes need ipv6: true)",
 		"agent.yaml:8: tunnel.proxyNetns: required: the node proxy's network namespace",
 		"agent.yaml:14: repair.node: required: this node's name",
 		`agent.yaml:16: log.level: unknown level "loud" (want debug, info, warn or error)`,
@@ -180,5 +181,40 @@ log: {level: loud}
 				t.Errorf("Parse = %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestResolvConf: captureDNS takes the host's resolvers from resolvConf;
+// a file that cannot be read or lists none is a problem naming the field.
+func TestResolvConf(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(good, []byte("search example\nnameserver 127.0.0.53\nnameserver fe80::1%eth0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.conf")
+	if err := os.WriteFile(empty, []byte("search example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("a.yaml", []byte("capture: {captureDNS: true, resolvConf: "+good+"}\n"))
+	if err != nil || !slices.Equal(c.Capture.HostDNSServers, []string{"127.0.0.53", "fe80::1"}) {
+		t.Errorf("host resolvers = %v, %v", c.Capture.HostDNSServers, err)
+	}
+	c, err = Parse("a.yaml", []byte("capture: {captureDNS: true, captureAllDNS: true, resolvConf: "+empty+"}\n"))
+	if err != nil || c.Capture.HostDNSServers != nil {
+		t.Errorf("captureAllDNS: %v, %v", c.Capture.HostDNSServers, err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"capture: {captureDNS: true, resolvConf: " + filepath.Join(dir, "missing") + "}\n", "a.yaml:1: capture.resolvConf: reading the host's resolvers"},
+		{"capture: {captureDNS: true, resolvConf: " + empty + "}\n", "capture.captureDNS: no resolver to capture"},
+		{"capture: {captureDNS: true, resolvConf: none}\n", "capture.captureDNS: no resolver to capture"},
+	} {
+		_, err := Parse("a.yaml", []byte(tc.yaml))
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+	if _, err := Parse("a.yaml", []byte("capture: {captureDNS: true, resolvConf: none, dnsServers: [10.0.0.2]}\n")); err != nil {
+		t.Errorf("dnsServers alone: %v", err)
 	}
 }

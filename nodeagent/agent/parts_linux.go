@@ -194,8 +194,9 @@ func proxySpec(cfg Config) reconcile.ProxySpec {
 	spec := reconcile.ProxySpec{Path: p.Path, Args: p.Args, Env: p.Env, Bootstrap: p.Bootstrap,
 		VersionArgs: p.VersionArgs, StopTimeout: p.StopTimeout, CaptureDigest: captureDigest(cfg.Capture)}
 	if !cfg.Capture.Disabled && !p.RunAsRoot {
-		uid, _ := strconv.ParseUint(cfg.Capture.ProxyUID, 10, 32)
-		gid, _ := strconv.ParseUint(cfg.Capture.ProxyGID, 10, 32)
+		// proxyUID/proxyGID may list several ids; the proxy runs as the first.
+		uid, _ := strconv.ParseUint(iptables.FirstID(cfg.Capture.ProxyUID), 10, 32)
+		gid, _ := strconv.ParseUint(iptables.FirstID(cfg.Capture.ProxyGID), 10, 32)
 		u, g := uint32(uid), uint32(gid)
 		spec.UID, spec.GID = &u, &g
 	}
@@ -226,6 +227,6 @@ func captureDigest(c CaptureConfig) string {
 	if c.Disabled {
 		return "disabled"
 	}
-	return fmt.Sprintf("mode=%s out=%d in=%d dns=%t/%d uid=%s gid=%s", c.Mode, c.OutboundPort, c.InboundPort,
-		c.CaptureDNS, c.DNSPort, c.ProxyUID, c.ProxyGID)
+	return fmt.Sprintf("mode=%s out=%d in=%d dns=%t/%d uid=%s gid=%s tunnel=%d", c.Mode, c.OutboundPort, c.InboundPort,
+		c.CaptureDNS, c.DNSPort, c.ProxyUID, c.ProxyGID, c.InboundTunnelPort)
 }

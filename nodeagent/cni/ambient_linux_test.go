@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/containernetworking/cni/libcni"
 
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
@@ -104,5 +107,48 @@ func TestChainedAmbientEnrolment(t *testing.T) {
 	n.del(t, pod, "mesh", "amb-1")
 	if got, err := en.Enrolled(ctx); err != nil || len(got) != 0 {
 		t.Errorf("enrolled after DEL: %v, %v; want none", got, err)
+	}
+
+	// A runtime speaking CNI 0.3.1 sends DEL without prevResult: the pod
+	// is still unenrolled (by its container ID).
+	createPod(t, n.kube, "mesh", "amb-2", false, nil)
+	pod2 := nstest.New(t)
+	if _, err := n.add(pod2, "mesh", "amb-2"); err != nil {
+		t.Fatalf("ADD amb-2: %v", err)
+	}
+	old, err := libcni.ConfListFromBytes(bytes.Replace(n.list.Bytes, []byte(`"cniVersion":"1.0.0"`), []byte(`"cniVersion":"0.3.1"`), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.do(func(rt *libcni.RuntimeConf) error { return n.cni.DelNetworkList(ctx, old, rt) }, pod2, "mesh", "amb-2"); err != nil {
+		t.Errorf("DEL (CNI 0.3.1, no prevResult): %v", err)
+	}
+	if got, err := en.Enrolled(ctx); err != nil || len(got) != 0 {
+		t.Errorf("enrolled after a DEL without prevResult: %v, %v; want none", got, err)
+	}
+
+	// A pod whose sandbox goes without a DEL is swept by the tunnel's
+	// next pass.
+	createPod(t, n.kube, "mesh", "amb-3", false, nil)
+	gone := &nstest.NS{Name: fmt.Sprintf("bmt-gone-%d", os.Getpid())}
+	if out, err := exec.Command("ip", "netns", "add", gone.Name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", gone.Name).Run() }) // already gone when the test passes
+	if _, err := n.add(gone, "mesh", "amb-3"); err != nil {
+		t.Fatalf("ADD amb-3: %v", err)
+	}
+	if got, err := en.Enrolled(ctx); err != nil || len(got) != 1 {
+		t.Fatalf("enrolled after ADD amb-3: %v, %v", got, err)
+	}
+	if out, err := exec.Command("ip", "netns", "del", gone.Name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del: %v: %s", err, out)
+	}
+	changed, err := tun.Ensure(ctx)
+	if err != nil || !strings.Contains(strings.Join(changed, ";"), "swept stale enrolments") {
+		t.Errorf("tunnel Ensure after a pod went without DEL: %v, %v; want a sweep", changed, err)
+	}
+	if got, err := en.Enrolled(ctx); err != nil || len(got) != 0 {
+		t.Errorf("enrolled after the sweep: %v, %v; want none", got, err)
 	}
 }

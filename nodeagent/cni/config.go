@@ -39,6 +39,8 @@ type PluginConfig struct {
 	AmbientEnabled bool `json:"ambientEnabled"`
 	// AmbientMark is the node tunnel's mark (its config's "mark"); the
 	// enrolment rules of ambient pods set it. Default 0x100 (256).
+	// `baremesh-agent cni install -tunnel-config FILE` writes it from the
+	// tunnel's own configuration.
 	AmbientMark uint32 `json:"ambientMark"`
 	// EnrolLock is the lock file serialising enrolments; default
 	// /run/baremesh/enrol.lock.

@@ -159,6 +159,9 @@ func sidecarCapture(pod *corev1.Pod, proxy *corev1.Container) (iptables.Config, 
 	c.ExcludeInterfaces = splitList(anno[AnnoExcludeInterfaces])
 	c.ProxyUID, c.ProxyGID = proxyIDs(pod, proxy)
 	c.CaptureDNS, _ = strconv.ParseBool(env(proxy, EnvDNSCapture))
+	// A pod's resolvers are not known here (its resolv.conf is the
+	// kubelet's): capture DNS to any server, as istio-cni does.
+	c.CaptureAllDNS = c.CaptureDNS
 	c.DropInvalid, _ = strconv.ParseBool(env(proxy, EnvInvalidDrop))
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {

@@ -87,7 +87,7 @@ func TestDecide(t *testing.T) {
 		{name: "dns capture and invalid drop", pod: injected(func(p *corev1.Pod) {
 			proxyEnv(p, EnvDNSCapture, "true")
 			proxyEnv(p, EnvInvalidDrop, "true")
-		}), action: ActionSidecar, capture: with(func(c *iptables.Config) { c.CaptureDNS, c.DropInvalid = true, true })},
+		}), action: ActionSidecar, capture: with(func(c *iptables.Config) { c.CaptureDNS, c.CaptureAllDNS, c.DropInvalid = true, true, true })},
 		{name: "tproxy", pod: injected(func(p *corev1.Pod) { p.Annotations[AnnoInterception] = "TPROXY" }),
 			action: ActionSidecar, capture: with(func(c *iptables.Config) { c.Mode = iptables.ModeTProxy })},
 		{name: "bad interception mode", pod: injected(func(p *corev1.Pod) { p.Annotations[AnnoInterception] = "EBPF" }), wantErr: true, reason: "interceptionMode"},

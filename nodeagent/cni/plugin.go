@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/baremesh/baremesh/nodeagent/iptables"
+	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
 // SupportedVersions are the CNI spec versions the plugin speaks; older
@@ -59,8 +60,11 @@ type Plugin struct {
 // and removes them (nodeagent/tunnel's Enroller). Both are idempotent and
 // safe under concurrent plugin invocations.
 type Enroller interface {
-	Enroll(ctx context.Context, ip netip.Addr) error
+	// EnrollOwned enrols ip tagged with its pod sandbox (tunnel.Owner).
+	EnrollOwned(ctx context.Context, ip netip.Addr, owner string) error
 	Unenroll(ctx context.Context, ip netip.Addr) error
+	// UnenrollContainer removes the enrolments tagged with containerID.
+	UnenrollContainer(ctx context.Context, containerID string) error
 }
 
 // Main runs the plugin as the process's main function.
@@ -127,19 +131,23 @@ func (p *Plugin) CmdAdd(args *skel.CmdArgs) error {
 	case ActionAmbient:
 		// The node tunnel redirects ambient pods on the host side; the
 		// pod's own namespace gets no rules, as in istio-cni's ambient mode.
-		if err := p.enrol(cfg, log, namespace+"/"+name); err != nil {
+		if err := p.enrol(cfg, log, namespace+"/"+name, args); err != nil {
 			return err
 		}
 	}
 	return p.print(cfg)
 }
 
-// enrol adds the pod's IPv4 addresses from prevResult to the tunnel's
+// enrol adds the pod's addresses from prevResult to the tunnel's
 // enrolment; on a failure it removes those it added.
-func (p *Plugin) enrol(cfg *PluginConfig, log *slog.Logger, pod string) error {
-	ips := podIPv4s(cfg.PrevResult)
+func (p *Plugin) enrol(cfg *PluginConfig, log *slog.Logger, pod string, args *skel.CmdArgs) error {
+	ips := podIPs(cfg.PrevResult)
 	if len(ips) == 0 {
-		return types.NewError(types.ErrInvalidNetworkConfig, "baremesh-cni: ambient pod "+pod+": prevResult has no IPv4 address to enrol", "")
+		return types.NewError(types.ErrInvalidNetworkConfig, "baremesh-cni: ambient pod "+pod+": prevResult has no address to enrol", "")
+	}
+	owner, err := tunnel.Owner(args.ContainerID, args.Netns)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "baremesh-cni: ambient pod "+pod, err.Error())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 	defer cancel()
@@ -148,7 +156,7 @@ func (p *Plugin) enrol(cfg *PluginConfig, log *slog.Logger, pod string) error {
 		return types.NewError(types.ErrInternal, "baremesh-cni: ambient pod "+pod+": enrolment", err.Error())
 	}
 	for i, ip := range ips {
-		if err := en.Enroll(ctx, ip); err != nil {
+		if err := en.EnrollOwned(ctx, ip, owner); err != nil {
 			for _, done := range ips[:i] {
 				_ = en.Unenroll(ctx, done)
 			}
@@ -159,8 +167,9 @@ func (p *Plugin) enrol(cfg *PluginConfig, log *slog.Logger, pod string) error {
 	return nil
 }
 
-// podIPv4s lists the IPv4 addresses the main plugin gave the pod.
-func podIPv4s(prev types.Result) []netip.Addr {
+// podIPs lists the addresses (IPv4 and IPv6) the main plugin gave the
+// pod. IPv6 ones are redirected when the tunnel has ipv6: true.
+func podIPs(prev types.Result) []netip.Addr {
 	if prev == nil {
 		return nil
 	}
@@ -170,7 +179,9 @@ func podIPv4s(prev types.Result) []netip.Addr {
 	}
 	var ips []netip.Addr
 	for _, ip := range r.IPs {
-		if a, ok := netip.AddrFromSlice(ip.Address.IP.To4()); ok && ip.Address.IP.To4() != nil {
+		if v4 := ip.Address.IP.To4(); v4 != nil {
+			ips = append(ips, netip.AddrFrom4([4]byte(v4)))
+		} else if a, ok := netip.AddrFromSlice(ip.Address.IP); ok {
 			ips = append(ips, a)
 		}
 	}
@@ -243,15 +254,18 @@ func (p *Plugin) CmdDel(args *skel.CmdArgs) error {
 	}
 	// Unenrol whatever the pod's namespace: the rules are on the node.
 	// Without a prevResult (runtimes before CNI 0.4.0) the addresses are
-	// unknown and nothing is removed.
-	if ips := podIPv4s(cfg.PrevResult); cfg.AmbientEnabled && len(ips) > 0 {
+	// unknown: the rules tagged with the container ID go.
+	if cfg.AmbientEnabled {
 		ctx, cancel := context.WithTimeout(context.Background(), applyTimeout)
 		defer cancel()
 		en, err := p.NewEnroller(ctx, cfg)
-		for _, ip := range ips {
+		for _, ip := range podIPs(cfg.PrevResult) {
 			if err == nil {
 				err = en.Unenroll(ctx, ip)
 			}
+		}
+		if err == nil {
+			err = en.UnenrollContainer(ctx, args.ContainerID)
 		}
 		if err != nil {
 			return types.NewError(types.ErrTryAgainLater, "baremesh-cni: unenrolling the pod from the node tunnel", err.Error())

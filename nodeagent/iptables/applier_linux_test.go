@@ -137,7 +137,7 @@ func benchHost(b *testing.B, backend Backend) (*nstest.NS, *Applier, *Ruleset) {
 	ns := nstest.New(b)
 	a := NewApplier(discard(), ApplierOptions{Runner: &ExecRunner{Backend: backend, NetNS: ns.Name}})
 	rs, err := Render(Config{CaptureDNS: true, DropInvalid: true, InboundPortsExclude: []int{8081},
-		OutboundPortsExclude: []int{5432}, OutboundIPRangesExclude: []string{"169.254.169.254/32"}})
+		OutboundPortsExclude: []int{5432}, OutboundIPRangesExclude: []string{"169.254.169.254/32"}, HostDNSServers: []string{"127.0.0.53"}})
 	if err != nil {
 		b.Fatal(err)
 	}

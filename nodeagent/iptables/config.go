@@ -35,11 +35,15 @@ const (
 	DefaultDNSPort      = 15053
 	DefaultTProxyMark   = 0x539 // 1337
 	DefaultTProxyTable  = 133
+	DefaultTunnelPort   = 15008
+	DefaultHostLoopback = "127.0.0.1/32"
 	sshPort             = 22
+	dnsPort             = 53
 )
 
-// ReservedInboundPorts are never captured inbound: the proxy's status
-// (15020), health (15021) and Prometheus (15090) ports.
+// ReservedInboundPorts are the default inboundManagementPorts, never
+// captured inbound: the proxy's Prometheus (15090), health (15021) and
+// status (15020) ports.
 var ReservedInboundPorts = []int{15090, 15021, 15020}
 
 // ErrInvalidConfig is wrapped by every validation error.
@@ -53,8 +57,10 @@ type Config struct {
 	Mode Mode `yaml:"mode" json:"mode"`
 	// ChainPrefix names our chains (PREFIX_OUTPUT, ...). Default BAREMESH.
 	ChainPrefix string `yaml:"chainPrefix" json:"chainPrefix"`
-	// ProxyUID and ProxyGID are the proxy's user and group (decimal); their
-	// traffic is never captured. Default 1337.
+	// ProxyUID and ProxyGID are the proxy's users and groups: decimal ids,
+	// comma-separated as istio-iptables' --proxy-uid/--proxy-gid ("1337" or
+	// "1337,1338"); their traffic is never captured. The first of each is
+	// the one the agent runs its proxy as. Default 1337.
 	ProxyUID string `yaml:"proxyUID" json:"proxyUID"`
 	ProxyGID string `yaml:"proxyGID" json:"proxyGID"`
 	// OutboundPort, InboundPort and DNSPort are where the proxy listens.
@@ -68,6 +74,17 @@ type Config struct {
 	InboundPortsExclude []int `yaml:"inboundPortsExclude" json:"inboundPortsExclude"`
 	// CaptureSSH lets inbound port 22 be captured; by default it never is.
 	CaptureSSH bool `yaml:"captureSSH" json:"captureSSH"`
+	// InboundManagementPorts are never captured inbound (nil: 15090, 15021
+	// and 15020, the proxy's own; an empty non-nil list: none).
+	InboundManagementPorts []int `yaml:"inboundManagementPorts" json:"inboundManagementPorts"`
+	// InboundTunnelPort is the proxy's HBONE tunnel port (istio-iptables'
+	// --inbound-tunnel-port): never captured inbound, and the proxy's own
+	// loopback connections to it are not sent back to it. Default 15008.
+	InboundTunnelPort int `yaml:"inboundTunnelPort" json:"inboundTunnelPort"`
+	// HostLoopbackCIDR is the IPv4 loopback range treated as "this host"
+	// (istio-iptables' --host-ipv4-loopback-cidr). Default 127.0.0.1/32;
+	// it must lie in 127.0.0.0/8.
+	HostLoopbackCIDR string `yaml:"hostLoopbackCIDR" json:"hostLoopbackCIDR"`
 	// OutboundPortsInclude are captured whatever their destination.
 	OutboundPortsInclude []int `yaml:"outboundPortsInclude" json:"outboundPortsInclude"`
 	// OutboundPortsExclude are never captured outbound.
@@ -78,9 +95,36 @@ type Config struct {
 	OutboundIPRangesExclude []string `yaml:"outboundIPRangesExclude" json:"outboundIPRangesExclude"`
 	// ExcludeInterfaces: traffic in or out of these is never captured.
 	ExcludeInterfaces []string `yaml:"excludeInterfaces" json:"excludeInterfaces"`
+	// RerouteVirtualInterfaces (Istio's KUBE_VIRT_INTERFACES): TCP arriving
+	// on these (a VM's tap, a bridge) is sent to the outbound listener as if
+	// sent from this host, for the ranges of outboundIPRanges.
+	RerouteVirtualInterfaces []string `yaml:"rerouteVirtualInterfaces" json:"rerouteVirtualInterfaces"`
+	// OwnerUsersInclude / OwnerUsersExclude and OwnerGroupsInclude /
+	// OwnerGroupsExclude (names or ids) limit outbound capture, DNS
+	// included, to processes of (or not of) these users and groups (Istio's
+	// --capture-owner-groups / --exclude-owner-groups). Include and exclude
+	// of one kind cannot both be set. Exclude a local DNS forwarder's user
+	// here when it forwards to a server that dnsServers captures.
+	OwnerUsersInclude  []string `yaml:"ownerUsersInclude" json:"ownerUsersInclude"`
+	OwnerUsersExclude  []string `yaml:"ownerUsersExclude" json:"ownerUsersExclude"`
+	OwnerGroupsInclude []string `yaml:"ownerGroupsInclude" json:"ownerGroupsInclude"`
+	OwnerGroupsExclude []string `yaml:"ownerGroupsExclude" json:"ownerGroupsExclude"`
 	// CaptureDNS redirects UDP and TCP port 53 to DNSPort, except the
-	// proxy's own (upstream) queries.
+	// proxy's own (upstream) queries, for the resolvers of DNSServers and
+	// HostDNSServers only (so that a local forwarder's upstream queries
+	// are not captured back: no loop), or to any server with
+	// CaptureAllDNS. UDP DNS flows of apps and of the proxy are kept in
+	// separate conntrack zones (2 and 1), as istio-iptables does.
 	CaptureDNS bool `yaml:"captureDNS" json:"captureDNS"`
+	// CaptureAllDNS captures DNS to any server (Istio's CAPTURE_ALL_DNS):
+	// only safe without a local forwarder whose upstream is port 53.
+	CaptureAllDNS bool `yaml:"captureAllDNS" json:"captureAllDNS"`
+	// DNSServers are resolver addresses whose queries are captured, added
+	// to HostDNSServers.
+	DNSServers []string `yaml:"dnsServers" json:"dnsServers"`
+	// HostDNSServers are the host's resolvers (the agent fills them from
+	// /etc/resolv.conf, see ParseResolvConf); not read from YAML.
+	HostDNSServers []string `yaml:"-" json:"-"`
 	// DropInvalid drops packets conntrack marks INVALID.
 	DropInvalid bool `yaml:"dropInvalid" json:"dropInvalid"`
 	// DisableIPv6 renders no ip6tables rules.
@@ -126,12 +170,22 @@ func (c Config) WithDefaults() Config {
 	if c.TProxyTable == 0 {
 		c.TProxyTable = DefaultTProxyTable
 	}
+	if c.InboundTunnelPort == 0 {
+		c.InboundTunnelPort = DefaultTunnelPort
+	}
+	if c.InboundManagementPorts == nil {
+		c.InboundManagementPorts = ReservedInboundPorts
+	}
+	if c.HostLoopbackCIDR == "" {
+		c.HostLoopbackCIDR = DefaultHostLoopback
+	}
 	return c
 }
 
 var (
 	chainPrefixRE = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,15}$`)
 	ifaceRE       = regexp.MustCompile(`^[A-Za-z0-9_.:@+-]{1,15}$`)
+	ownerRE       = regexp.MustCompile(`^([0-9]{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31})$`)
 )
 
 // Validate checks a config that has had WithDefaults applied. Each error
@@ -148,14 +202,15 @@ func (c Config) Validate() error {
 		bad("chainPrefix", "%q must be 1-16 upper-case letters, digits or _ starting with a letter", c.ChainPrefix)
 	}
 	for _, f := range []struct{ name, v string }{{"proxyUID", c.ProxyUID}, {"proxyGID", c.ProxyGID}} {
-		if n, err := strconv.ParseUint(f.v, 10, 32); err != nil || n == 1<<32-1 {
-			bad(f.name, "%q is not a number (want a decimal user or group id)", f.v)
+		if _, err := ParseIDs(f.v); err != nil {
+			bad(f.name, "%v", err)
 		}
 	}
 	ports := []struct {
 		name string
 		v    int
-	}{{"outboundPort", c.OutboundPort}, {"inboundPort", c.InboundPort}, {"dnsPort", c.DNSPort}}
+	}{{"outboundPort", c.OutboundPort}, {"inboundPort", c.InboundPort}, {"dnsPort", c.DNSPort},
+		{"inboundTunnelPort", c.InboundTunnelPort}}
 	for _, p := range ports {
 		if !validPort(p.v) {
 			bad(p.name, "port %d out of range (1-65535)", p.v)
@@ -179,6 +234,7 @@ func (c Config) Validate() error {
 		}
 	}
 	checkPorts("inboundPortsExclude", c.InboundPortsExclude)
+	checkPorts("inboundManagementPorts", c.InboundManagementPorts)
 	checkPorts("outboundPortsInclude", c.OutboundPortsInclude)
 	checkPorts("outboundPortsExclude", c.OutboundPortsExclude)
 	if !inAll {
@@ -206,11 +262,42 @@ func (c Config) Validate() error {
 			bad("outboundIPRangesExclude", "%s is also in outboundIPRanges", p)
 		}
 	}
-	for i, name := range c.ExcludeInterfaces {
-		if !ifaceRE.MatchString(name) {
-			bad(fmt.Sprintf("excludeInterfaces[%d]", i), "%q is not an interface name", name)
+	for _, l := range []struct {
+		field string
+		names []string
+	}{{"excludeInterfaces", c.ExcludeInterfaces}, {"rerouteVirtualInterfaces", c.RerouteVirtualInterfaces}} {
+		for i, name := range l.names {
+			if !ifaceRE.MatchString(name) {
+				bad(fmt.Sprintf("%s[%d]", l.field, i), "%q is not an interface name", name)
+			}
 		}
 	}
+	for _, name := range c.RerouteVirtualInterfaces {
+		if slices.Contains(c.ExcludeInterfaces, name) {
+			bad("rerouteVirtualInterfaces", "%q is also in excludeInterfaces", name)
+		}
+	}
+	for _, l := range []struct {
+		field string
+		names []string
+	}{{"ownerUsersInclude", c.OwnerUsersInclude}, {"ownerUsersExclude", c.OwnerUsersExclude},
+		{"ownerGroupsInclude", c.OwnerGroupsInclude}, {"ownerGroupsExclude", c.OwnerGroupsExclude}} {
+		for i, name := range l.names {
+			if !ownerRE.MatchString(name) {
+				bad(fmt.Sprintf("%s[%d]", l.field, i), "%q is not a user or group name or id", name)
+			}
+		}
+	}
+	if len(c.OwnerUsersInclude) > 0 && len(c.OwnerUsersExclude) > 0 {
+		bad("ownerUsersExclude", "cannot be set with ownerUsersInclude")
+	}
+	if len(c.OwnerGroupsInclude) > 0 && len(c.OwnerGroupsExclude) > 0 {
+		bad("ownerGroupsExclude", "cannot be set with ownerGroupsInclude")
+	}
+	if lb, err := netip.ParsePrefix(c.HostLoopbackCIDR); err != nil || !lb.Addr().Is4() || !lb.Addr().IsLoopback() || lb.Bits() < 8 {
+		bad("hostLoopbackCIDR", "%q is not an IPv4 range inside 127.0.0.0/8", c.HostLoopbackCIDR)
+	}
+	errs = append(errs, c.validateDNS()...)
 	if c.TProxyTable <= 0 || c.TProxyTable >= 252 {
 		bad("tproxyTable", "%d out of range (1-251; 252-255 are reserved)", c.TProxyTable)
 	}

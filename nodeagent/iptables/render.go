@@ -84,6 +84,8 @@ func (r *Ruleset) Payload(f Family) string {
 
 // Render validates cfg (after WithDefaults) and returns the desired rules.
 // It is pure: no I/O, no clock.
+// Render validates cfg (after WithDefaults) and returns the desired rules.
+// It is pure: no I/O, no clock.
 func Render(cfg Config) (*Ruleset, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -92,6 +94,14 @@ func Render(cfg Config) (*Ruleset, error) {
 	inAll, inPorts, _ := parseInboundPorts(cfg.InboundPorts)
 	outAll, incl, _ := parseRanges("outboundIPRanges", cfg.OutboundIPRanges, true)
 	_, excl, _ := parseRanges("outboundIPRangesExclude", cfg.OutboundIPRangesExclude, false)
+	uids, _ := ParseIDs(cfg.ProxyUID)
+	gids, _ := ParseIDs(cfg.ProxyGID)
+	// A loopback range listed for capture (127.1.2.3/32) must not be
+	// short-circuited by the loopback returns (istio-iptables drops them).
+	loopIncl := false
+	for _, p := range incl {
+		loopIncl = loopIncl || p.Addr().IsLoopback()
+	}
 	rs := &Ruleset{Prefix: cfg.ChainPrefix}
 	if cfg.Mode == ModeTProxy && (inAll || len(inPorts) > 0) {
 		rs.Route = &Route{Mark: cfg.TProxyMark, Table: cfg.TProxyTable}
@@ -102,7 +112,8 @@ func Render(cfg Config) (*Ruleset, error) {
 	}
 	for _, f := range fams {
 		r := renderer{cfg: cfg, f: f, inAll: inAll, inPorts: inPorts, outAll: outAll,
-			incl: only(f, incl), excl: only(f, excl)}
+			incl: only(f, incl), excl: only(f, excl), uids: uids, gids: gids, loopIncl: loopIncl,
+			dns: cfg.dnsServers(f)}
 		tables := r.tables()
 		if f == V4 {
 			rs.V4 = tables
@@ -130,15 +141,19 @@ type renderer struct {
 	inPorts    []int
 	outAll     bool
 	incl, excl []netip.Prefix
+	uids, gids []string
+	loopIncl   bool         // a loopback range is in outboundIPRanges
+	dns        []netip.Addr // captured resolvers of this family
 }
 
 func (r *renderer) chain(name string) string { return r.cfg.ChainPrefix + "_" + name }
 
+// loopback is the range treated as this host: hostLoopbackCIDR for IPv4.
 func (r *renderer) loopback() string {
 	if r.f == V6 {
 		return "::1/128"
 	}
-	return "127.0.0.1/32"
+	return netip.MustParsePrefix(r.cfg.HostLoopbackCIDR).Masked().String()
 }
 
 // passthroughSource is the source address Envoy uses for inbound
@@ -157,7 +172,11 @@ func (r *renderer) tables() []Table {
 	if m := r.mangle(); len(m.Rules) > 0 {
 		out = append(out, m)
 	}
-	return append(out, r.nat())
+	out = append(out, r.nat())
+	if raw := r.raw(); len(raw.Rules) > 0 {
+		out = append(out, raw)
+	}
+	return out
 }
 
 // inboundExclusions are the RETURN rules every inbound chain starts with.
@@ -166,12 +185,34 @@ func (r *renderer) inboundExclusions(chain string) []string {
 	if !r.cfg.CaptureSSH {
 		rules = append(rules, fmt.Sprintf("-A %s -p tcp --dport %d -j RETURN", chain, sshPort))
 	}
-	for _, p := range ReservedInboundPorts {
+	rules = append(rules, fmt.Sprintf("-A %s -p tcp --dport %d -j RETURN", chain, r.cfg.InboundTunnelPort))
+	for _, p := range r.cfg.InboundManagementPorts {
 		rules = append(rules, fmt.Sprintf("-A %s -p tcp --dport %d -j RETURN", chain, p))
 	}
 	if r.inAll {
 		for _, p := range r.cfg.InboundPortsExclude {
 			rules = append(rules, fmt.Sprintf("-A %s -p tcp --dport %d -j RETURN", chain, p))
+		}
+	}
+	return rules
+}
+
+// ownerFilter are the RETURN rules of the owner include/exclude lists.
+func (r *renderer) ownerFilter(chain string) []string {
+	var rules []string
+	for _, o := range []struct {
+		kind       string
+		incl, excl []string
+	}{{"uid", r.cfg.OwnerUsersInclude, r.cfg.OwnerUsersExclude}, {"gid", r.cfg.OwnerGroupsInclude, r.cfg.OwnerGroupsExclude}} {
+		for _, id := range o.excl {
+			rules = append(rules, fmt.Sprintf("-A %s -m owner --%s-owner %s -j RETURN", chain, o.kind, id))
+		}
+		if len(o.incl) > 0 {
+			var m strings.Builder
+			for _, id := range o.incl {
+				fmt.Fprintf(&m, " -m owner ! --%s-owner %s", o.kind, id)
+			}
+			rules = append(rules, fmt.Sprintf("-A %s%s -j RETURN", chain, m.String()))
 		}
 	}
 	return rules
@@ -184,18 +225,40 @@ func (r *renderer) nat() Table {
 	add := func(format string, args ...any) { t.Rules = append(t.Rules, fmt.Sprintf(format, args...)) }
 
 	redirectInbound := r.cfg.Mode == ModeRedirect && r.inboundCaptured()
+	virt := r.cfg.RerouteVirtualInterfaces
+	if redirectInbound || len(virt) > 0 {
+		t.Chains = append(t.Chains, pre)
+	}
 	if redirectInbound {
-		t.Chains = append(t.Chains, pre, inb)
+		t.Chains = append(t.Chains, inb)
 	}
 	t.Chains = append(t.Chains, inRedir, out, redir)
+	dnsTCP, dnsUDP := r.dnsCaptured()
+	if dnsTCP {
+		t.Chains = append(t.Chains, r.chain("OUTPUT_DNS"))
+	}
 	add("-A %s -p tcp -j REDIRECT --to-ports %d", inRedir, r.cfg.InboundPort)
 	add("-A %s -p tcp -j REDIRECT --to-ports %d", redir, r.cfg.OutboundPort)
 
-	if redirectInbound {
+	if redirectInbound || len(virt) > 0 {
 		t.Jumps = append(t.Jumps, "-A PREROUTING -j "+pre)
 		for _, i := range r.cfg.ExcludeInterfaces {
 			add("-A %s -i %s -j RETURN", pre, i)
 		}
+		// Traffic from a virtual interface (a VM's tap) is outbound
+		// traffic of a workload behind it, as KUBE_VIRT_INTERFACES in
+		// istio-iptables: to the outbound listener, never inbound.
+		for _, i := range virt {
+			if r.outAll {
+				add("-A %s -i %s -p tcp -j %s", pre, i, redir)
+			}
+			for _, p := range r.incl {
+				add("-A %s -i %s -d %s -p tcp -j %s", pre, i, p, redir)
+			}
+			add("-A %s -i %s -j RETURN", pre, i)
+		}
+	}
+	if redirectInbound {
 		add("-A %s -p tcp -j %s", pre, inb)
 		// nat sees only a connection's first packet; one that is not a SYN
 		// belongs to a connection opened before capture was installed
@@ -214,11 +277,8 @@ func (r *renderer) nat() Table {
 	for _, i := range r.cfg.ExcludeInterfaces {
 		add("-A %s -o %s -j RETURN", out, i)
 	}
-	uid, gid := r.cfg.ProxyUID, r.cfg.ProxyGID
-	if r.cfg.CaptureDNS {
-		add("-A %s -p udp --dport 53 -m owner --uid-owner %s -j RETURN", out, uid)
-		add("-A %s -p udp --dport 53 -m owner --gid-owner %s -j RETURN", out, gid)
-		add("-A %s -p udp --dport 53 -j REDIRECT --to-ports %d", out, r.cfg.DNSPort)
+	if dnsUDP {
+		add("-A %s -p udp --dport %d -j %s", out, dnsPort, r.chain("OUTPUT_DNS"))
 	}
 	add("-A %s ! -p tcp -j RETURN", out)
 	add("-A %s -p tcp ! --syn -j RETURN", out)
@@ -231,19 +291,39 @@ func (r *renderer) nat() Table {
 		add("-A %s -p tcp -m mark --mark %#x -j RETURN", out, r.cfg.TProxyMark)
 	}
 	add("-A %s -o lo -s %s -j RETURN", out, r.passthroughSource())
-	notDNS := ""
+	notDNS, notOwn := "", fmt.Sprintf(" ! --dport %d", r.cfg.InboundTunnelPort)
 	if r.cfg.CaptureDNS {
 		notDNS = " ! --dport 53"
+		notOwn = fmt.Sprintf(" -m multiport ! --dports 53,%d", r.cfg.InboundTunnelPort)
 	}
-	for _, o := range []struct{ kind, id string }{{"uid", uid}, {"gid", gid}} {
+	for _, o := range []struct {
+		kind string
+		ids  []string
+	}{{"uid", r.uids}, {"gid", r.gids}} {
+		// The proxy's connections to this host's own addresses over lo
+		// go to its inbound listener (app -> proxy -> proxy -> app).
 		if r.inboundCaptured() {
-			add("-A %s ! -d %s -o lo -p tcp%s -m owner --%s-owner %s -j %s", out, r.loopback(), notDNS, o.kind, o.id, inRedir)
+			for _, id := range o.ids {
+				add("-A %s ! -d %s -o lo -p tcp%s -m owner --%s-owner %s -j %s", out, r.loopback(), notOwn, o.kind, id, inRedir)
+			}
 		}
-		add("-A %s -o lo -p tcp%s -m owner ! --%s-owner %s -j RETURN", out, notDNS, o.kind, o.id)
-		add("-A %s -m owner --%s-owner %s -j RETURN", out, o.kind, o.id)
+		// Anyone else's over lo go straight (unless a loopback range is
+		// listed for capture).
+		if !r.loopIncl {
+			var m strings.Builder
+			for _, id := range o.ids {
+				fmt.Fprintf(&m, " -m owner ! --%s-owner %s", o.kind, id)
+			}
+			add("-A %s -o lo -p tcp%s%s -j RETURN", out, notDNS, m.String())
+		}
+		for _, id := range o.ids {
+			add("-A %s -m owner --%s-owner %s -j RETURN", out, o.kind, id)
+		}
 	}
-	if r.cfg.CaptureDNS {
-		add("-A %s -p tcp --dport 53 -j REDIRECT --to-ports %d", out, r.cfg.DNSPort)
+	t.Rules = append(t.Rules, r.ownerFilter(out)...)
+	if dnsTCP {
+		add("-A %s -p tcp --dport %d -j %s", out, dnsPort, r.chain("OUTPUT_DNS"))
+		t.Rules = append(t.Rules, r.natDNS()...)
 	}
 	add("-A %s -d %s -j RETURN", out, r.loopback())
 	for _, p := range r.excl {
@@ -271,8 +351,13 @@ func (r *renderer) mangle() Table {
 	add := func(format string, args ...any) { t.Rules = append(t.Rules, fmt.Sprintf(format, args...)) }
 	t.Chains = append(t.Chains, pre)
 	t.Jumps = append(t.Jumps, "-A PREROUTING -j "+pre)
-	for _, i := range r.cfg.ExcludeInterfaces {
-		add("-A %s -i %s -j RETURN", pre, i)
+	// As istio-iptables: excluded interfaces skip mangle (and with it the
+	// invalid-packet drop) only in TPROXY mode; in REDIRECT mode invalid
+	// packets are dropped on every interface.
+	if r.cfg.Mode == ModeTProxy {
+		for _, i := range r.cfg.ExcludeInterfaces {
+			add("-A %s -i %s -j RETURN", pre, i)
+		}
 	}
 	if r.cfg.DropInvalid {
 		add("-A %s -m conntrack --ctstate INVALID -j DROP", pre)

@@ -30,15 +30,32 @@ func renderText(t *testing.T, cfg Config) string {
 
 func TestRenderGolden(t *testing.T) {
 	cases := map[string]Config{
-		"default":            {},
-		"tproxy":             {Mode: ModeTProxy},
-		"dns":                {CaptureDNS: true},
-		"drop_invalid":       {DropInvalid: true},
-		"inbound_ports_list": {InboundPorts: []string{"8080", "9090"}},
-		"inbound_exclude":    {InboundPortsExclude: []int{8081, 9000}},
-		"inbound_none":       {InboundPorts: []string{}},
-		"capture_ssh":        {CaptureSSH: true},
-		"outbound_ports":     {OutboundPortsInclude: []int{3306}, OutboundPortsExclude: []int{5432, 6379}},
+		"default":             {},
+		"tproxy":              {Mode: ModeTProxy},
+		"dns":                 {CaptureDNS: true, HostDNSServers: []string{"127.0.0.53"}, DNSServers: []string{"10.96.0.10", "fd00::a"}},
+		"dns_all":             {CaptureDNS: true, CaptureAllDNS: true},
+		"dns_port53_excluded": {CaptureDNS: true, HostDNSServers: []string{"10.0.0.2"}, OutboundPortsExclude: []int{53}},
+		"dns_owner_exclude": {CaptureDNS: true, HostDNSServers: []string{"127.0.0.53"},
+			OwnerUsersExclude: []string{"953"}, OwnerGroupsExclude: []string{"systemd-resolve"}},
+		"proxy_id_lists":                    {ProxyUID: "3,4", ProxyGID: "1,2", CaptureDNS: true, HostDNSServers: []string{"127.0.0.53"}},
+		"owner_include":                     {OwnerUsersInclude: []string{"101", "tomcat"}, OwnerGroupsInclude: []string{"java", "202"}},
+		"owner_exclude":                     {OwnerUsersExclude: []string{"999"}, OwnerGroupsExclude: []string{"888", "ftp"}},
+		"tunnel_port":                       {InboundTunnelPort: 15009},
+		"management_ports":                  {InboundManagementPorts: []int{15099}},
+		"management_ports_none":             {InboundManagementPorts: []int{}},
+		"host_loopback_cidr":                {HostLoopbackCIDR: "127.0.0.1/8"},
+		"loopback_include":                  {OutboundIPRanges: []string{"127.1.2.3/32"}},
+		"virt_interfaces":                   {RerouteVirtualInterfaces: []string{"tap0", "br-vm"}},
+		"virt_interfaces_ranges":            {RerouteVirtualInterfaces: []string{"tap0"}, OutboundIPRanges: []string{"10.0.0.0/8", "fd00::/8"}},
+		"virt_interfaces_tproxy":            {Mode: ModeTProxy, RerouteVirtualInterfaces: []string{"tap0"}},
+		"drop_invalid_exclude_iface":        {DropInvalid: true, ExcludeInterfaces: []string{"eth9"}},
+		"drop_invalid_exclude_iface_tproxy": {Mode: ModeTProxy, DropInvalid: true, ExcludeInterfaces: []string{"eth9"}},
+		"drop_invalid":                      {DropInvalid: true},
+		"inbound_ports_list":                {InboundPorts: []string{"8080", "9090"}},
+		"inbound_exclude":                   {InboundPortsExclude: []int{8081, 9000}},
+		"inbound_none":                      {InboundPorts: []string{}},
+		"capture_ssh":                       {CaptureSSH: true},
+		"outbound_ports":                    {OutboundPortsInclude: []int{3306}, OutboundPortsExclude: []int{5432, 6379}},
 		"outbound_ranges": {
 			OutboundIPRanges:        []string{"10.0.0.0/8", "fd00::/8"},
 			OutboundIPRangesExclude: []string{"10.96.0.0/12", "fd00:1::/32"},
@@ -49,12 +66,12 @@ func TestRenderGolden(t *testing.T) {
 		"custom_ids_ports":            {ProxyUID: "999", ProxyGID: "998", OutboundPort: 16001, InboundPort: 16006, ChainPrefix: "MESH"},
 		"tproxy_ports_list":           {Mode: ModeTProxy, InboundPorts: []string{"8080"}, TProxyMark: 0x100, TProxyTable: 200},
 		"combined_redirect": {
-			CaptureDNS: true, DropInvalid: true, InboundPortsExclude: []int{8081},
+			CaptureDNS: true, HostDNSServers: []string{"127.0.0.53"}, DropInvalid: true, InboundPortsExclude: []int{8081},
 			OutboundPortsExclude: []int{5432}, OutboundIPRangesExclude: []string{"192.168.0.0/16"},
 			ExcludeInterfaces: []string{"eth9"},
 		},
 		"combined_tproxy": {
-			Mode: ModeTProxy, CaptureDNS: true, DropInvalid: true, InboundPorts: []string{"8080", "8443"},
+			Mode: ModeTProxy, CaptureDNS: true, CaptureAllDNS: true, DropInvalid: true, InboundPorts: []string{"8080", "8443"},
 			OutboundIPRanges: []string{"10.0.0.0/8"}, OutboundPortsInclude: []int{443}, ExcludeInterfaces: []string{"eth9"},
 		},
 	}
@@ -152,6 +169,20 @@ func TestValidateBadInput(t *testing.T) {
 		{"bad chain prefix", Config{ChainPrefix: "ba-remesh"}, "chainPrefix"},
 		{"bad interface", Config{ExcludeInterfaces: []string{"eth0 -j ACCEPT"}}, "excludeInterfaces[0]"},
 		{"reserved table", Config{Mode: ModeTProxy, TProxyTable: 254}, "tproxyTable"},
+		{"uid list with a name", Config{ProxyUID: "1337,istio"}, "proxyUID"},
+		{"gid list empty entry", Config{ProxyGID: "1337,"}, "proxyGID"},
+		{"tunnel port out of range", Config{InboundTunnelPort: 70000}, "inboundTunnelPort"},
+		{"management port out of range", Config{InboundManagementPorts: []int{0}}, "inboundManagementPorts[0]"},
+		{"host loopback not loopback", Config{HostLoopbackCIDR: "10.0.0.1/32"}, "hostLoopbackCIDR"},
+		{"host loopback too wide", Config{HostLoopbackCIDR: "0.0.0.0/0"}, "hostLoopbackCIDR"},
+		{"host loopback IPv6", Config{HostLoopbackCIDR: "::1/128"}, "hostLoopbackCIDR"},
+		{"owner users include and exclude", Config{OwnerUsersInclude: []string{"1"}, OwnerUsersExclude: []string{"2"}}, "ownerUsersExclude"},
+		{"owner groups include and exclude", Config{OwnerGroupsInclude: []string{"1"}, OwnerGroupsExclude: []string{"2"}}, "ownerGroupsExclude"},
+		{"owner name with a space", Config{OwnerGroupsExclude: []string{"a b"}}, "ownerGroupsExclude[0]"},
+		{"bad virtual interface", Config{RerouteVirtualInterfaces: []string{"tap0 -j ACCEPT"}}, "rerouteVirtualInterfaces[0]"},
+		{"virtual interface also excluded", Config{RerouteVirtualInterfaces: []string{"tap0"}, ExcludeInterfaces: []string{"tap0"}}, "rerouteVirtualInterfaces"},
+		{"dns server not an address", Config{CaptureDNS: true, DNSServers: []string{"dns.example"}}, "dnsServers[0]"},
+		{"dns capture without a resolver", Config{CaptureDNS: true}, "captureDNS"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +211,7 @@ func TestCheckEUID(t *testing.T) {
 }
 
 func BenchmarkRender(b *testing.B) {
-	cfg := Config{CaptureDNS: true, DropInvalid: true, InboundPortsExclude: []int{8081, 9000},
+	cfg := Config{CaptureDNS: true, HostDNSServers: []string{"127.0.0.53"}, DropInvalid: true, InboundPortsExclude: []int{8081, 9000},
 		OutboundPortsExclude: []int{5432}, OutboundIPRangesExclude: []string{"169.254.169.254/32", "fd00::/8"}}
 	var lines int
 	for b.Loop() {

@@ -19,6 +19,7 @@ type host struct {
 	backend  Backend
 	runner   *ExecRunner
 	applier  *Applier
+	extra    *nstest.NS // a guest behind a virtual interface, when made
 }
 
 func newHost(t *testing.T, backend Backend, tproxy bool) *host {
@@ -47,9 +48,11 @@ func newHost(t *testing.T, backend Backend, tproxy bool) *host {
 	h.vm.Serve(t, "tcp4", "0.0.0.0:15021", "app15021", nstest.ServerOptions{})
 	h.vm.Serve(t, "tcp4", "0.0.0.0:22", "sshd", nstest.ServerOptions{})
 	h.peer.Serve(t, "tcp4", "0.0.0.0:5432", "peer5432", nstest.ServerOptions{})
-	// Like the proxy's DNS listener, the resolver binds 127.0.0.1: REDIRECT
-	// of locally sent packets goes there, and replies must come from it.
-	h.vm.ServeDNS(t, "127.0.0.1:15053", netip.MustParseAddr("10.53.0.1"))
+	// Like the proxy's DNS listener, the resolver binds 127.0.0.1 (REDIRECT
+	// of locally sent packets goes there, and replies must come from it)
+	// and runs as the proxy's user (its UDP answers go in the apps' DNS
+	// conntrack zone).
+	h.vm.Start(t, 1337, 1337, "dnsforward", "127.0.0.1:15053", "127.0.0.53:53", ".", "10.53.0.1")
 	h.peer.ServeDNS(t, "10.77.0.1:53", netip.MustParseAddr("10.53.0.2"))
 	return h
 }
@@ -150,7 +153,7 @@ func TestTrafficRedirect(t *testing.T) {
 				t.Fatalf("before capture: %q", l)
 			}
 
-			cfg := Config{CaptureDNS: true, InboundPortsExclude: []int{8081}, OutboundPortsExclude: []int{5432},
+			cfg := Config{CaptureDNS: true, DNSServers: []string{"192.0.2.53"}, InboundPortsExclude: []int{8081}, OutboundPortsExclude: []int{5432},
 				OutboundIPRangesExclude: []string{"10.88.0.0/24"}}
 			apply(t, h, cfg)
 			installed := h.save(t)
@@ -183,8 +186,9 @@ func TestTrafficRedirect(t *testing.T) {
 			if err != nil || !strings.HasPrefix(out, "proxy-out") {
 				t.Errorf("outbound as uid 4242: %q, %v; want it captured", out, err)
 			}
-			// DNS to any server is answered by the resolver on 15053,
-			// except the proxy's own upstream queries.
+			// DNS to a captured server is answered by the resolver on
+			// 15053, except the proxy's own upstream queries; DNS to other
+			// servers is not captured.
 			a, err := h.vm.Resolve("udp", "192.0.2.53:53", "svc.example.")
 			expectDNS(t, a, err, "10.53.0.1")
 			a, err = h.vm.Resolve("tcp", "192.0.2.53:53", "svc.example.")
@@ -193,6 +197,8 @@ func TestTrafficRedirect(t *testing.T) {
 			if err != nil || out != "10.53.0.2" {
 				t.Errorf("proxy's upstream DNS query: %q, %v; want the peer's answer 10.53.0.2", out, err)
 			}
+			a, err = h.vm.Resolve("udp", "10.77.0.1:53", "svc.example.")
+			expectDNS(t, a, err, "10.53.0.2")
 			// Established connections were never redirected.
 			for name, c := range map[string]interface {
 				Write([]byte) (int, error)

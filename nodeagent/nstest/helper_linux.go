@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,9 @@ const helperEnv = "NSTEST_HELPER"
 //
 //	banner NETWORK ADDR         dial, print the server's first line
 //	dns NETWORK SERVER NAME     resolve NAME, print the A record
+//	dnsfrom SERVER NAME PORT    resolve NAME over UDP from local PORT
+//	dnsforward LISTEN UPSTREAM [SUFFIX ANSWER]
+//	                            run a UDP DNS forwarder (see runForwarder)
 func MaybeHelper() {
 	if os.Getenv(helperEnv) == "" {
 		return
@@ -40,6 +44,16 @@ func MaybeHelper() {
 		if err == nil {
 			out = a.String()
 		}
+	case len(args) == 4 && args[0] == "dnsfrom":
+		var port int
+		if port, err = strconv.Atoi(args[3]); err == nil {
+			var a interface{ String() string }
+			if a, err = ResolveFrom(args[1], args[2], port); err == nil {
+				out = a.String()
+			}
+		}
+	case len(args) >= 1 && args[0] == "dnsforward":
+		err = runForwarder(args[1:])
 	default:
 		err = fmt.Errorf("unknown helper command %q", args)
 	}

@@ -8,8 +8,9 @@
 //
 // Build is the pure part (config → desired links, addresses, routes, rules,
 // sysctls and iptables payload for both ends); the _linux.go executor
-// applies, checks and removes that state with vishvananda/netlink. IPv4
-// only. It imports nodeagent/iptables of this module, nothing else.
+// applies, checks and removes that state with vishvananda/netlink. The
+// underlay is IPv4; pods' IPv6 traffic is redirected too with ipv6: true.
+// It imports nodeagent/iptables of this module, nothing else.
 package tunnel
 
 import (
@@ -73,6 +74,14 @@ type Config struct {
 	ProxyReplyTable int `yaml:"proxyReplyTable"`
 	// ChainPrefix names our iptables chains on both sides. Default BMTUN.
 	ChainPrefix string `yaml:"chainPrefix"`
+	// IPv6 redirects pods' IPv6 traffic as well (the tunnel carries it
+	// over the IPv4 underlay): IPv6 addresses inside the tunnel
+	// (NodeInner6, ProxyInner6; defaults fd62:6d74::1/126 and ::2/126),
+	// ip6tables rules, IPv6 routes and rules. podCIDRs and excludeCIDRs
+	// may then hold IPv6 prefixes.
+	IPv6        bool         `yaml:"ipv6"`
+	NodeInner6  netip.Prefix `yaml:"nodeInner6"`
+	ProxyInner6 netip.Prefix `yaml:"proxyInner6"`
 }
 
 // WithDefaults fills unset fields.
@@ -96,6 +105,10 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.NodeInner, "169.254.200.1/30")
 	def(&c.ProxyInner, "169.254.200.2/30")
+	if c.IPv6 {
+		def(&c.NodeInner6, "fd62:6d74::1/126")
+		def(&c.ProxyInner6, "fd62:6d74::2/126")
+	}
 	for _, d := range []*string{&c.NodeDevice, &c.ProxyDevice} {
 		if *d == "" {
 			*d = "bmtun0"
@@ -147,9 +160,12 @@ func (c Config) Validate() error {
 	if !c.NodeInner.Addr().Is4() || !c.ProxyInner.Addr().Is4() || c.NodeInner.Masked() != c.ProxyInner.Masked() || c.NodeInner.Addr() == c.ProxyInner.Addr() {
 		bad("nodeInner/proxyInner", "%v and %v must be distinct IPv4 addresses in one prefix", c.NodeInner, c.ProxyInner)
 	}
+	if c.IPv6 && (!c.NodeInner6.Addr().Is6() || !c.ProxyInner6.Addr().Is6() || c.NodeInner6.Masked() != c.ProxyInner6.Masked() || c.NodeInner6.Addr() == c.ProxyInner6.Addr()) {
+		bad("nodeInner6/proxyInner6", "%v and %v must be distinct IPv6 addresses in one prefix", c.NodeInner6, c.ProxyInner6)
+	}
 	for _, p := range append(append([]netip.Prefix(nil), c.PodCIDRs...), c.ExcludeCIDRs...) {
-		if !p.Addr().Is4() {
-			bad("podCIDRs/excludeCIDRs", "%v is not an IPv4 prefix", p)
+		if !p.Addr().Is4() && !(c.IPv6 && p.Addr().Is6()) {
+			bad("podCIDRs/excludeCIDRs", "%v is not an IPv4 prefix (IPv6 prefixes need ipv6: true)", p)
 		}
 	}
 	if c.Mark == 0 || c.ProxyMark == 0 {
@@ -203,13 +219,15 @@ type Route struct {
 }
 
 // Rule is a policy-routing rule "fwmark Mark/Mask [iif Iif] lookup
-// Table", or, when Dst is set, "to Dst lookup Table".
+// Table", or, when Dst is set, "to Dst lookup Table". V6 makes a fwmark
+// rule an IPv6 one.
 type Rule struct {
 	Mark, Mask uint32
 	Iif        string
 	Dst        netip.Prefix
 	Table      int
 	Priority   int
+	V6         bool
 }
 
 // tableMain is the kernel's main routing table.
@@ -223,10 +241,11 @@ type Sysctl struct{ Key, Value string }
 type Side struct {
 	Link     Link
 	Addr     netip.Prefix
+	Addr6    netip.Prefix // invalid unless ipv6
 	Routes   []Route
 	Rules    []Rule
 	Sysctls  []Sysctl
-	Iptables *iptables.Ruleset // IPv4 only
+	Iptables *iptables.Ruleset // V6 only with ipv6
 	// EnrolChain, when set, is a mangle chain that must exist before
 	// Iptables is applied (it jumps there) but whose rules are not the
 	// tunnel's: Enroller adds and removes them.
@@ -250,14 +269,20 @@ func Build(cfg Config) (Desired, error) {
 	// (the proxy forwarding on their behalf) and excluded destinations,
 	// are marked; the mark selects a table whose default route is the
 	// proxy's end of the tunnel.
-	nodeRules := []string{fmt.Sprintf("-A %s -i %s -j RETURN", pre, c.NodeDevice)}
-	for _, p := range c.ExcludeCIDRs {
-		nodeRules = append(nodeRules, fmt.Sprintf("-A %s -d %s -j RETURN", pre, p.Masked()))
+	nodeRules := func(v4 bool) []string {
+		rules := []string{fmt.Sprintf("-A %s -i %s -j RETURN", pre, c.NodeDevice)}
+		for _, p := range c.ExcludeCIDRs {
+			if p.Addr().Is4() == v4 {
+				rules = append(rules, fmt.Sprintf("-A %s -d %s -j RETURN", pre, p.Masked()))
+			}
+		}
+		for _, p := range c.PodCIDRs {
+			if p.Addr().Is4() == v4 {
+				rules = append(rules, fmt.Sprintf("-A %s -s %s -j MARK --set-xmark %s", pre, p.Masked(), mark))
+			}
+		}
+		return append(rules, fmt.Sprintf("-A %s -j %s", pre, EnrolChain))
 	}
-	for _, p := range c.PodCIDRs {
-		nodeRules = append(nodeRules, fmt.Sprintf("-A %s -s %s -j MARK --set-xmark %s", pre, p.Masked(), mark))
-	}
-	nodeRules = append(nodeRules, fmt.Sprintf("-A %s -j %s", pre, EnrolChain))
 	node := Side{
 		Link:   Link{Name: c.NodeDevice, Kind: c.Kind, VNI: c.VNI, Port: c.Port, Local: c.NodeUnderlay, Remote: c.ProxyUnderlay, MTU: c.MTU},
 		Addr:   c.NodeInner,
@@ -270,7 +295,7 @@ func Build(cfg Config) (Desired, error) {
 		Sysctls:    []Sysctl{{"net.ipv4.conf." + c.NodeDevice + ".rp_filter", "0"}},
 		EnrolChain: EnrolChain,
 		Iptables: &iptables.Ruleset{Prefix: c.ChainPrefix, V4: []iptables.Table{{Name: "mangle",
-			Chains: []string{pre}, Rules: nodeRules, Jumps: []string{"-A PREROUTING -j " + pre}}}},
+			Chains: []string{pre}, Rules: nodeRules(true), Jumps: []string{"-A PREROUTING -j " + pre}}}},
 	}
 	// Proxy: TCP arriving through the tunnel goes to the transparent
 	// listener (TPROXY keeps the original destination as the socket's
@@ -298,9 +323,41 @@ func Build(cfg Config) (Desired, error) {
 			Jumps: []string{"-A PREROUTING -j " + pre}}}},
 	}
 	for _, p := range c.PodCIDRs {
-		proxy.Routes = append(proxy.Routes, Route{Dst: p.Masked(), Via: c.NodeInner.Addr(), Dev: c.ProxyDevice})
+		if p.Addr().Is4() {
+			proxy.Routes = append(proxy.Routes, Route{Dst: p.Masked(), Via: c.NodeInner.Addr(), Dev: c.ProxyDevice})
+		}
+	}
+	if c.IPv6 {
+		addIPv6(c, &node, &proxy, nodeRules(false), pre, pmark)
 	}
 	return Desired{Node: node, Proxy: proxy}, nil
+}
+
+// addIPv6 adds the IPv6 half: the same marks, tables and chains as IPv4,
+// with IPv6 addresses inside the tunnel. (The underlay rules stay IPv4
+// only: the encapsulated packets are IPv4.)
+func addIPv6(c Config, node, proxy *Side, nodeRules []string, pre, pmark string) {
+	any6 := netip.MustParsePrefix("::/0")
+	node.Addr6 = c.NodeInner6
+	node.Routes = append(node.Routes, Route{Dst: any6, Via: c.ProxyInner6.Addr(), Dev: c.NodeDevice, Table: c.Table})
+	node.Rules = append(node.Rules, Rule{Mark: c.Mark, Mask: c.Mark, Table: c.Table, Priority: c.RulePriority, V6: true})
+	node.Iptables.V6 = []iptables.Table{{Name: "mangle", Chains: []string{pre}, Rules: nodeRules,
+		Jumps: []string{"-A PREROUTING -j " + pre}}}
+	proxy.Addr6 = c.ProxyInner6
+	proxy.Routes = append(proxy.Routes, Route{Dst: any6, Dev: "lo", Table: c.ProxyTable, Local: true},
+		Route{Dst: any6, Via: c.NodeInner6.Addr(), Dev: c.ProxyDevice, Table: c.ProxyReplyTable})
+	proxy.Rules = append(proxy.Rules,
+		Rule{Mark: c.ProxyMark, Mask: c.ProxyMark, Iif: c.ProxyDevice, Table: c.ProxyTable, Priority: c.RulePriority, V6: true},
+		Rule{Mark: c.ProxyMark, Mask: c.ProxyMark, Table: c.ProxyReplyTable, Priority: c.RulePriority + 1, V6: true})
+	proxy.Iptables.V6 = []iptables.Table{{Name: "mangle", Chains: []string{pre},
+		Rules: []string{fmt.Sprintf("-A %s -i %s -p tcp -j TPROXY --on-port %d --on-ip :: --tproxy-mark %s",
+			pre, c.ProxyDevice, c.ProxyPort, pmark)},
+		Jumps: []string{"-A PREROUTING -j " + pre}}}
+	for _, p := range c.PodCIDRs {
+		if p.Addr().Is6() {
+			proxy.Routes = append(proxy.Routes, Route{Dst: p.Masked(), Via: c.NodeInner6.Addr(), Dev: c.ProxyDevice})
+		}
+	}
 }
 
 // String renders a side as the ip and iptables commands that would make
@@ -317,7 +374,11 @@ func (s Side) String() string {
 	if l.MTU > 0 {
 		fmt.Fprintf(&b, " mtu %d", l.MTU)
 	}
-	fmt.Fprintf(&b, "\nip addr add %s dev %s\nip link set %s up\n", s.Addr, l.Name, l.Name)
+	fmt.Fprintf(&b, "\nip addr add %s dev %s\n", s.Addr, l.Name)
+	if s.Addr6.IsValid() {
+		fmt.Fprintf(&b, "ip addr add %s dev %s nodad\n", s.Addr6, l.Name)
+	}
+	fmt.Fprintf(&b, "ip link set %s up\n", l.Name)
 	for _, r := range s.Routes {
 		b.WriteString("ip route add " + r.String() + "\n")
 	}
@@ -331,6 +392,9 @@ func (s Side) String() string {
 		b.WriteString("iptables -t mangle -N " + s.EnrolChain + " # if missing; rules per enrolled pod\n")
 	}
 	b.WriteString("iptables-restore --noflush <<EOF\n" + s.Iptables.Payload(iptables.V4) + "EOF\n")
+	if s.Iptables.V6 != nil {
+		b.WriteString("ip6tables-restore --noflush <<EOF\n" + s.Iptables.Payload(iptables.V6) + "EOF\n")
+	}
 	return b.String()
 }
 
@@ -362,5 +426,9 @@ func (r Rule) String() string {
 	if r.Iif != "" {
 		iif = " iif " + r.Iif
 	}
-	return fmt.Sprintf("fwmark %#x/%#x%s lookup %s priority %d", r.Mark, r.Mask, iif, table, r.Priority)
+	fam := ""
+	if r.V6 {
+		fam = "-6 "
+	}
+	return fmt.Sprintf("%sfwmark %#x/%#x%s lookup %s priority %d", fam, r.Mark, r.Mask, iif, table, r.Priority)
 }

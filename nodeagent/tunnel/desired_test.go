@@ -22,10 +22,15 @@ func TestBuildGolden(t *testing.T) {
 	excl.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("10.200.3.7/32")}
 	excl.PodCIDRs = append(excl.PodCIDRs, netip.MustParsePrefix("10.201.0.5/32"))
 	excl.MTU, excl.VNI, excl.Mark, excl.Table = 1400, 42, 0x10, 77
+	v6 := baseConfig(KindVXLAN)
+	v6.IPv6 = true
+	v6.PodCIDRs = append(v6.PodCIDRs, netip.MustParsePrefix("fd20:1::/64"))
+	v6.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("fd00:96::/108"), netip.MustParsePrefix("10.96.0.0/12")}
 	for name, cfg := range map[string]Config{
 		"vxlan":    baseConfig(KindVXLAN),
 		"geneve":   baseConfig(KindGeneve),
 		"excludes": excl,
+		"ipv6":     v6,
 	} {
 		t.Run(name, func(t *testing.T) {
 			d, err := Build(cfg)
@@ -55,15 +60,17 @@ func TestValidate(t *testing.T) {
 		mut  func(*Config)
 		want string
 	}{
-		"kind":      {func(c *Config) { c.Kind = "gre" }, "kind"},
-		"prefix":    {func(c *Config) { c.ChainPrefix = "BMAMBIENT" }, "chainPrefix"},
-		"reply tbl": {func(c *Config) { c.ProxyReplyTable = 101 }, "proxyTable/proxyReplyTable"},
-		"v6 pods":   {func(c *Config) { c.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("fd00::/64")} }, "not an IPv4"},
-		"underlay":  {func(c *Config) { c.NodeUnderlay = netip.Addr{} }, "nodeUnderlay"},
-		"inner":     {func(c *Config) { c.ProxyInner = netip.MustParsePrefix("169.254.9.2/30") }, "one prefix"},
-		"vni":       {func(c *Config) { c.VNI = 1 << 24 }, "24 bits"},
-		"main":      {func(c *Config) { c.Table = 254 }, "dedicated"},
-		"long name": {func(c *Config) { c.NodeDevice = "a-very-long-device" }, "interface name"},
+		"kind":                 {func(c *Config) { c.Kind = "gre" }, "kind"},
+		"v6 cidr without ipv6": {func(c *Config) { c.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("fd20::/64")} }, "podCIDRs/excludeCIDRs"},
+		"v6 inner not v6":      {func(c *Config) { c.IPv6, c.NodeInner6 = true, netip.MustParsePrefix("10.0.0.1/30") }, "nodeInner6/proxyInner6"},
+		"prefix":               {func(c *Config) { c.ChainPrefix = "BMAMBIENT" }, "chainPrefix"},
+		"reply tbl":            {func(c *Config) { c.ProxyReplyTable = 101 }, "proxyTable/proxyReplyTable"},
+		"v6 pods":              {func(c *Config) { c.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("fd00::/64")} }, "not an IPv4"},
+		"underlay":             {func(c *Config) { c.NodeUnderlay = netip.Addr{} }, "nodeUnderlay"},
+		"inner":                {func(c *Config) { c.ProxyInner = netip.MustParsePrefix("169.254.9.2/30") }, "one prefix"},
+		"vni":                  {func(c *Config) { c.VNI = 1 << 24 }, "24 bits"},
+		"main":                 {func(c *Config) { c.Table = 254 }, "dedicated"},
+		"long name":            {func(c *Config) { c.NodeDevice = "a-very-long-device" }, "interface name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := baseConfig(KindVXLAN)

@@ -3,6 +3,7 @@ package tunnel
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strings"
 )
 
@@ -40,4 +41,21 @@ func parseEnrolled(out string) []netip.Addr {
 		}
 	}
 	return ips
+}
+
+// An owner tags an enrolment rule with the pod's sandbox: its CNI
+// container ID and network namespace path, as the comment
+// "bm:CONTAINERID@NETNS". DEL without a prevResult (CNI before 0.4.0)
+// finds the pod's rules by container ID, and SweepStale removes those
+// whose namespace is gone (a pod deleted without a DEL).
+const ownerPrefix = "bm:"
+
+var ownerRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,200}$`)
+
+// Owner returns the owner tag of a pod sandbox.
+func Owner(containerID, netns string) (string, error) {
+	if !ownerRE.MatchString(containerID) || (netns != "" && !ownerRE.MatchString(netns)) {
+		return "", fmt.Errorf("enrolment owner %q@%q: unexpected characters", containerID, netns)
+	}
+	return ownerPrefix + containerID + "@" + netns, nil
 }

@@ -40,9 +40,19 @@ func (e *Enroller) mark() uint32 {
 
 // iptables runs one iptables command in the mangle table.
 func (e *Enroller) iptables(ctx context.Context, args ...string) (string, error) {
-	bin := "iptables-" + string(e.Backend)
+	return e.ipt(ctx, false, args...)
+}
+
+// ipt runs one iptables (or, with v6, ip6tables) command in the mangle
+// table.
+func (e *Enroller) ipt(ctx context.Context, v6 bool, args ...string) (string, error) {
+	stem := "iptables"
+	if v6 {
+		stem = "ip6tables"
+	}
+	bin := stem + "-" + string(e.Backend)
 	if e.Backend == "" {
-		bin = "iptables"
+		bin = stem
 	}
 	argv := append([]string{bin, "-w", "5", "-t", "mangle"}, args...)
 	if e.NetNS != "" {
@@ -84,37 +94,45 @@ func (e *Enroller) locked(fn func() error) error {
 	return fn()
 }
 
-// ensureChain creates EnrolChain when it is missing (caller holds the lock).
-func (e *Enroller) ensureChain(ctx context.Context) error {
-	if _, err := e.iptables(ctx, "-S", EnrolChain); err == nil {
+// ensureChain creates EnrolChain of one family when it is missing (caller
+// holds the lock).
+func (e *Enroller) ensureChain(ctx context.Context, v6 bool) error {
+	if _, err := e.ipt(ctx, v6, "-S", EnrolChain); err == nil {
 		return nil
 	}
-	if _, err := e.iptables(ctx, "-N", EnrolChain); err != nil {
+	if _, err := e.ipt(ctx, v6, "-N", EnrolChain); err != nil {
 		return fmt.Errorf("creating chain %s: %w", EnrolChain, err)
 	}
 	return nil
 }
 
-// EnsureChain creates EnrolChain when it is missing; the tunnel calls it
-// before installing its jump.
-func (e *Enroller) EnsureChain(ctx context.Context) error {
-	return e.locked(func() error { return e.ensureChain(ctx) })
+// EnsureChain creates EnrolChain when it is missing (IPv4, and IPv6 when
+// v6); the tunnel calls it before installing its jumps.
+func (e *Enroller) EnsureChain(ctx context.Context, v6 bool) error {
+	return e.locked(func() error {
+		if err := e.ensureChain(ctx, false); err != nil || !v6 {
+			return err
+		}
+		return e.ensureChain(ctx, true)
+	})
 }
 
-// Enroll makes traffic from ip redirected by the tunnel. Idempotent.
+// Enroll makes traffic from ip redirected by the tunnel (IPv6 only when
+// the tunnel has ipv6). Idempotent.
 func (e *Enroller) Enroll(ctx context.Context, ip netip.Addr) error {
-	if !ip.Is4() {
-		return fmt.Errorf("enrol %v: only IPv4 pods are redirected", ip)
-	}
-	rule := enrolRule(ip, e.mark())
+	return e.enroll(ctx, ip, enrolRule(ip, e.mark()))
+}
+
+func (e *Enroller) enroll(ctx context.Context, ip netip.Addr, rule []string) error {
+	v6 := ip.Is6()
 	return e.locked(func() error {
-		if err := e.ensureChain(ctx); err != nil {
+		if err := e.ensureChain(ctx, v6); err != nil {
 			return fmt.Errorf("enrol %v: %w", ip, err)
 		}
-		if _, err := e.iptables(ctx, append([]string{"-C", EnrolChain}, rule...)...); err == nil {
+		if _, err := e.ipt(ctx, v6, append([]string{"-C", EnrolChain}, rule...)...); err == nil {
 			return nil
 		}
-		if _, err := e.iptables(ctx, append([]string{"-A", EnrolChain}, rule...)...); err != nil {
+		if _, err := e.ipt(ctx, v6, append([]string{"-A", EnrolChain}, rule...)...); err != nil {
 			return fmt.Errorf("enrol %v: %w", ip, err)
 		}
 		return nil
@@ -125,7 +143,7 @@ func (e *Enroller) Enroll(ctx context.Context, ip netip.Addr) error {
 // that is not enrolled, or a missing chain, is not an error.
 func (e *Enroller) Unenroll(ctx context.Context, ip netip.Addr) error {
 	return e.locked(func() error {
-		out, err := e.iptables(ctx, "-S", EnrolChain)
+		out, err := e.ipt(ctx, ip.Is6(), "-S", EnrolChain)
 		if err != nil {
 			return nil // no chain: nothing enrolled
 		}
@@ -137,7 +155,11 @@ func (e *Enroller) Unenroll(ctx context.Context, ip netip.Addr) error {
 			if got := parseEnrolled(line); len(got) != 1 || got[0] != ip {
 				continue
 			}
-			if _, err := e.iptables(ctx, append([]string{"-D"}, f[1:]...)...); err != nil {
+			args := append([]string{"-D"}, f[1:]...)
+			for i := range args { // iptables -S quotes an owner comment (EnrollOwned)
+				args[i] = strings.Trim(args[i], `"`)
+			}
+			if _, err := e.ipt(ctx, ip.Is6(), args...); err != nil {
 				return fmt.Errorf("unenrol %v: %w", ip, err)
 			}
 		}
@@ -155,5 +177,9 @@ func (e *Enroller) Enrolled(ctx context.Context) ([]netip.Addr, error) {
 		}
 		return nil, fmt.Errorf("listing enrolled pods: %w", err)
 	}
-	return parseEnrolled(out), nil
+	ips := parseEnrolled(out)
+	if out6, err := e.ipt(ctx, true, "-S", EnrolChain); err == nil { // no IPv6 chain: none enrolled
+		ips = append(ips, parseEnrolled(out6)...)
+	}
+	return ips, nil
 }

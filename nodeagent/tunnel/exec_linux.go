@@ -73,7 +73,7 @@ func (e *Executor) Ensure(ctx context.Context, s Side) ([]string, error) {
 	}
 	changed = append(changed, fixed...)
 	if s.EnrolChain != "" {
-		if err := e.enrol.EnsureChain(ctx); err != nil {
+		if err := e.enrol.EnsureChain(ctx, s.Iptables.V6 != nil); err != nil {
 			return changed, err
 		}
 	}
@@ -187,29 +187,38 @@ func ensureLink(h *netlink.Handle, want Link) (netlink.Link, []string, error) {
 
 func ensureAddrRoutesRules(h *netlink.Handle, link netlink.Link, s Side) ([]string, error) {
 	var changed []string
-	addrs, err := h.AddrList(link, unix.AF_INET)
+	addrs, err := h.AddrList(link, unix.AF_UNSPEC)
 	if err != nil {
 		return nil, fmt.Errorf("addresses of %s: %w", s.Link.Name, err)
 	}
-	found := false
-	for _, a := range addrs {
-		if a.IPNet.String() == s.Addr.String() {
-			found = true
+	for _, want := range []netip.Prefix{s.Addr, s.Addr6} {
+		if !want.IsValid() {
+			continue
 		}
-	}
-	if !found {
-		if err := h.AddrReplace(link, &netlink.Addr{IPNet: &net.IPNet{IP: ip(s.Addr.Addr()),
-			Mask: net.CIDRMask(s.Addr.Bits(), 32)}}); err != nil {
-			return changed, fmt.Errorf("address %s on %s: %w", s.Addr, s.Link.Name, err)
+		found := false
+		for _, a := range addrs {
+			if a.IPNet.String() == want.String() {
+				found = true
+			}
 		}
-		changed = append(changed, "address "+s.Addr.String())
+		if found {
+			continue
+		}
+		na := &netlink.Addr{IPNet: ipNet(want)}
+		if want.Addr().Is6() {
+			na.Flags = unix.IFA_F_NODAD // usable at once; the far end is ours
+		}
+		if err := h.AddrReplace(link, na); err != nil {
+			return changed, fmt.Errorf("address %s on %s: %w", want, s.Link.Name, err)
+		}
+		changed = append(changed, "address "+want.String())
 	}
 	for _, r := range s.Routes {
 		nr, err := nlRoute(h, r)
 		if err != nil {
 			return changed, err
 		}
-		have, err := h.RouteListFiltered(unix.AF_INET, nr, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF|netlink.RT_FILTER_GW)
+		have, err := h.RouteListFiltered(nr.Family, nr, netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF|netlink.RT_FILTER_GW)
 		if err != nil {
 			return changed, fmt.Errorf("listing routes: %w", err)
 		}
@@ -220,11 +229,19 @@ func ensureAddrRoutesRules(h *netlink.Handle, link netlink.Link, s Side) ([]stri
 			changed = append(changed, "route "+r.String())
 		}
 	}
-	rules, err := h.RuleList(unix.AF_INET)
+	rules4, err := h.RuleList(unix.AF_INET)
 	if err != nil {
 		return changed, fmt.Errorf("listing rules: %w", err)
 	}
+	rules6, err := h.RuleList(unix.AF_INET6)
+	if err != nil && s.Addr6.IsValid() {
+		return changed, fmt.Errorf("listing IPv6 rules: %w", err)
+	}
 	for _, r := range s.Rules {
+		rules := rules4
+		if r.family() == unix.AF_INET6 {
+			rules = rules6
+		}
 		if !hasRule(rules, r) {
 			if err := h.RuleAdd(nlRule(r)); err != nil {
 				return changed, fmt.Errorf("rule %s: %w", r, err)
@@ -253,11 +270,23 @@ func hasRule(rules []netlink.Rule, r Rule) bool {
 	return false
 }
 
+// ipNet converts a prefix of either family.
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: ip(p.Addr()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+func (r Rule) family() int {
+	if r.V6 || (r.Dst.IsValid() && r.Dst.Addr().Is6()) {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
+}
+
 func nlRule(r Rule) *netlink.Rule {
 	nr := netlink.NewRule()
-	nr.Family, nr.Table, nr.Priority = unix.AF_INET, r.Table, r.Priority
+	nr.Family, nr.Table, nr.Priority = r.family(), r.Table, r.Priority
 	if r.Dst.IsValid() {
-		nr.Dst = &net.IPNet{IP: ip(r.Dst.Addr()), Mask: net.CIDRMask(r.Dst.Bits(), 32)}
+		nr.Dst = ipNet(r.Dst)
 	} else {
 		mask := r.Mask
 		nr.Mark, nr.Mask, nr.IifName = r.Mark, &mask, r.Iif
@@ -270,8 +299,11 @@ func nlRoute(h *netlink.Handle, r Route) (*netlink.Route, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route %s: device: %w", r, err)
 	}
-	nr := &netlink.Route{LinkIndex: dev.Attrs().Index, Table: r.Table, Family: unix.AF_INET,
-		Dst: &net.IPNet{IP: ip(r.Dst.Addr()), Mask: net.CIDRMask(r.Dst.Bits(), 32)}}
+	family := unix.AF_INET
+	if r.Dst.Addr().Is6() {
+		family = unix.AF_INET6
+	}
+	nr := &netlink.Route{LinkIndex: dev.Attrs().Index, Table: r.Table, Family: family, Dst: ipNet(r.Dst)}
 	if r.Via.IsValid() {
 		nr.Gw = ip(r.Via)
 	}

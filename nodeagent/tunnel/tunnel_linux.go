@@ -49,6 +49,13 @@ func (t *Tunnel) Ensure(ctx context.Context) ([]string, error) {
 			return changed, fmt.Errorf("tunnel %s side: %w", side.name, err)
 		}
 	}
+	gone, err := t.node.enrol.SweepStale(ctx)
+	if len(gone) > 0 {
+		changed = append(changed, fmt.Sprintf("node: swept stale enrolments of pods gone without a DEL %v", gone))
+	}
+	if err != nil {
+		return changed, fmt.Errorf("tunnel node side: sweeping stale enrolments: %w", err)
+	}
 	return changed, nil
 }
 

@@ -40,22 +40,22 @@ func TestBadInput(t *testing.T) {
 		{"invalid yaml", "apiVersion: v1\nkind: [unclosed\n", 1, `did not find expected|flow sequence`},
 		{"tab indented", "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata:\n\tname: a\n", 4, `tab|cannot start any token`},
 		{"unknown kind", "apiVersion: networking.istio.io/v1\nkind: Frobnicator\nmetadata: {name: a}\nspec: {}\n", 1, `unknown kind "Frobnicator"`},
-		{"unknown field", se("  hosts: [a.example.com]\n  frob: 1\n  ports: [{number: 80, name: http}]\n  resolution: DNS\n"), 1, `unknown field "frob"`},
+		{"unknown field", se("  hosts: [a.example.com]\n  frob: 1\n  ports: [{number: 80, name: http}]\n  resolution: DNS\n"), 6, `unknown field "frob"`},
 		{"wrong api version", strings.Replace(good, "networking.istio.io/v1", "networking.istio.io/v2", 1), 1, `unsupported apiVersion "networking.istio.io/v2"`},
-		{"missing name", strings.Replace(good, "name: a, ", "", 1), 1, `metadata.name: required`},
+		{"missing name", strings.Replace(good, "name: a, ", "", 1), 3, `metadata.name: required`},
 		{"duplicate within file", good + "---\n" + good, 9, `duplicate.*line 1 of this file`},
-		{"invalid host", se("  hosts: [\"bad_host!\"]\n  ports: [{number: 80, name: http}]\n  resolution: DNS\n"), 1, `hosts`},
-		{"port 0", se("  hosts: [a.example.com]\n  ports: [{number: 0, name: http}]\n  resolution: DNS\n"), 1, `ports\[0\]\.number`},
-		{"port 70000", se("  hosts: [a.example.com]\n  ports: [{number: 70000, name: http}]\n  resolution: DNS\n"), 1, `ports\[0\]\.number`},
-		{"weights not 100", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: test}\nspec:\n  hosts: [a.example.com]\n  http:\n  - route:\n    - {destination: {host: a.example.com, subset: v1}, weight: 50}\n    - {destination: {host: a.example.com, subset: v2}, weight: 20}\n", 1, `weight`},
-		{"static without endpoints", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n"), 1, `endpoints|STATIC`},
-		{"selector and endpoints", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: a}}\n  endpoints: [{address: 10.0.0.1}]\n"), 1, `workloadSelector|endpoints`},
+		{"invalid host", se("  hosts: [\"bad_host!\"]\n  ports: [{number: 80, name: http}]\n  resolution: DNS\n"), 5, `hosts`},
+		{"port 0", se("  hosts: [a.example.com]\n  ports: [{number: 0, name: http}]\n  resolution: DNS\n"), 6, `ports\[0\]\.number`},
+		{"port 70000", se("  hosts: [a.example.com]\n  ports: [{number: 70000, name: http}]\n  resolution: DNS\n"), 6, `ports\[0\]\.number`},
+		{"weights not 100", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: test}\nspec:\n  hosts: [a.example.com]\n  http:\n  - route:\n    - {destination: {host: a.example.com, subset: v1}, weight: 50}\n    - {destination: {host: a.example.com, subset: v2}, weight: 20}\n", 7, `weight`},
+		{"static without endpoints", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n"), 4, `endpoints|STATIC`},
+		{"selector and endpoints", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: a}}\n  endpoints: [{address: 10.0.0.1}]\n"), 8, `workloadSelector|endpoints`},
 		{"binary garbage", "\x00\x01\x02\xff\xfegarbage", 1, `binary data`},
 		{"empty file", "", 0, `empty`},
 		{"only whitespace", "\n\n   \n", 0, `empty`},
 		{"not a mapping", "- a\n- b\n", 1, `not a mapping`},
-		{"second document bad", good + "---\n" + strings.Replace(good, "name: a", "name: b", 1) + "  frob: 2\n", 9, `unknown field "frob"`},
-		{"invalid namespace", strings.Replace(good, "namespace: test", "namespace: Bad_NS", 1), 1, `metadata.namespace`},
+		{"second document bad", good + "---\n" + strings.Replace(good, "name: a", "name: b", 1) + "  frob: 2\n", 16, `unknown field "frob"`},
+		{"invalid namespace", strings.Replace(good, "namespace: test", "namespace: Bad_NS", 1), 3, `metadata.namespace`},
 		{"spec is a string", "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: a, namespace: test}\nspec: hello\n", 1, `cannot|spec`},
 		{"missing kind", "apiVersion: networking.istio.io/v1\nmetadata: {name: a}\n", 1, `no kind`},
 		{"duplicate yaml key", "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nkind: ServiceEntry\nmetadata: {name: a}\n", 3, `already (defined|set)`},
@@ -181,7 +181,8 @@ func TestParseReportsEveryDocument(t *testing.T) {
 	if len(cfgs) != 1 || len(errs) != 2 {
 		t.Fatalf("cfgs=%d errs=%v", len(cfgs), errs)
 	}
-	want := regexp.MustCompile(`^x\.yaml:9: ServiceEntry/test/a: `)
+	// The line of the field at fault (ports, line 14), not of the document.
+	want := regexp.MustCompile(`^x\.yaml:14: ServiceEntry/test/a: `)
 	if !want.MatchString(errs[0].Error()) {
 		t.Fatalf("error %q does not have the form file:line: kind/ns/name: reason", errs[0])
 	}

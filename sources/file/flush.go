@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -29,9 +31,9 @@ func (w *Watcher) flush() {
 	}
 	touched := map[config.Key]bool{}
 	var retry []string
-	for _, p := range paths {
-		if conflict := w.reload(p, touched); conflict {
-			retry = append(retry, p)
+	for i, ld := range w.loadAll(paths) {
+		if conflict := w.apply(paths[i], ld, touched); conflict {
+			retry = append(retry, paths[i])
 		}
 	}
 	// A resource moved from one file to another in the same burst may be
@@ -62,11 +64,67 @@ func (w *Watcher) flush() {
 	}
 }
 
-// reload reads one file and applies it to the watcher's state, recording
-// the keys whose content may have changed. It reports whether the file
-// was rejected only because another file holds one of its resources.
-func (w *Watcher) reload(p string, touched map[config.Key]bool) (conflict bool) {
+// loaded is one file read and parsed, not yet applied.
+type loaded struct {
+	err       error
+	hash      [32]byte
+	unchanged bool // same bytes as the last good read: nothing to do
+	cfgs      []config.Config
+	docErrs   []*config.DocError
+}
+
+// load reads and parses one file. It only reads the watcher's state, so
+// loads of different files may run in parallel.
+func (w *Watcher) load(p string) loaded {
 	data, err := w.read(p)
+	if err != nil {
+		return loaded{err: err}
+	}
+	ld := loaded{hash: sha256.Sum256(data)}
+	if f := w.files[p]; f != nil && ld.hash == f.hash && len(f.problems) == 0 {
+		ld.unchanged = true // re-read of an unchanged file
+		return ld
+	}
+	ld.cfgs, ld.docErrs = ParseLimits(data, p, w.opts.Name, w.opts.limits())
+	return ld
+}
+
+// loadAll loads paths, in parallel when there are many (as at start-up):
+// reading and parsing is most of the cost, and each file is on its own.
+func (w *Watcher) loadAll(paths []string) []loaded {
+	out := make([]loaded, len(paths))
+	workers := min(runtime.GOMAXPROCS(0), len(paths)/8+1)
+	if workers <= 1 {
+		for i, p := range paths {
+			out[i] = w.load(p)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(paths); i = int(next.Add(1) - 1) {
+				out[i] = w.load(paths[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// reload reads one file and applies it.
+func (w *Watcher) reload(p string, touched map[config.Key]bool) (conflict bool) {
+	return w.apply(p, w.load(p), touched)
+}
+
+// apply applies one loaded file to the watcher's state, recording the
+// keys whose content may have changed. It reports whether the file was
+// rejected only because another file holds one of its resources.
+func (w *Watcher) apply(p string, ld loaded, touched map[config.Key]bool) (conflict bool) {
+	err := ld.err
 	f := w.files[p]
 	if errors.Is(err, errNoFile) {
 		if f != nil {
@@ -85,12 +143,11 @@ func (w *Watcher) reload(p string, touched map[config.Key]bool) (conflict bool) 
 		w.reject(p, f, []*config.DocError{{File: p, Err: err}})
 		return false
 	}
-	hash := sha256.Sum256(data)
-	if hash == f.hash && len(f.problems) == 0 {
-		return false // re-read of an unchanged file
+	if ld.unchanged {
+		return false
 	}
-	f.hash = hash
-	cfgs, docErrs := Parse(data, p, w.opts.Name)
+	f.hash = ld.hash
+	cfgs, docErrs := ld.cfgs, ld.docErrs
 	for _, c := range cfgs {
 		if other, held := w.owner[c.Key()]; held && other != p {
 			line := 0
@@ -161,34 +218,12 @@ func (w *Watcher) reject(p string, f *fileState, errs []*config.DocError) {
 	w.sink.SetProblems(p, f.problems)
 }
 
-// read returns a file's bytes, refusing files over the size limit. A file
-// that is gone, or is not a regular file, gives errNoFile.
+// read returns a file's bytes (see ReadFile). A file that is gone gives
+// errNoFile.
 func (w *Watcher) read(p string) ([]byte, error) {
-	fh, err := os.Open(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errNoFile
-		}
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	defer fh.Close()
-	fi, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	if !fi.Mode().IsRegular() {
+	data, err := ReadFile(p, w.opts.MaxFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, errNoFile
 	}
-	limit := w.opts.MaxFileSize
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%w: file is %d bytes, over the size limit of %d bytes (maxFileSize)", config.ErrParse, fi.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: file grew past the size limit of %d bytes (maxFileSize) while being read", config.ErrParse, limit)
-	}
-	return data, nil
+	return data, err
 }

@@ -8,19 +8,33 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/baremesh/baremesh/core/config"
 )
 
-// Parse decodes every document in data (YAML, multi-document, or JSON) and
-// types and validates it. It returns the configs of the documents that are
-// good and one DocError per bad document, each naming path and the
-// document's line. A file is all-or-nothing for the watcher, but Parse
-// reports every problem so a person can fix them in one go. source names
-// the source instance in each Config's Source.
+// maxReported bounds the problems reported for one file; the file is
+// rejected whole anyway, and a person fixes the first ones first.
+const maxReported = 100
+
+// Parse is ParseLimits with the default Limits.
 func Parse(data []byte, path, source string) ([]config.Config, []*config.DocError) {
+	return ParseLimits(data, path, source, Limits{})
+}
+
+// ParseLimits decodes every document in data (YAML, multi-document, or
+// JSON; a kubectl List or <Kind>List is read item by item) and types and
+// validates it. It returns the configs of the resources that are good and
+// one DocError per bad one, each naming path and the line of the field at
+// fault when it is known, else of the resource. A file is all-or-nothing
+// for the watcher, but ParseLimits reports every problem (up to 100) so a
+// person can fix them in one go. source names the source instance in each
+// Config's Source. The cost is bounded by lim: a file over MaxDocuments
+// resources, or a resource over MaxNodes YAML nodes, is rejected before
+// any typed decoding.
+func ParseLimits(data []byte, path, source string, lim Limits) ([]config.Config, []*config.DocError) {
 	if i := bytes.IndexByte(data, 0); i >= 0 {
 		return nil, []*config.DocError{{File: path, Line: 1 + bytes.Count(data[:i], []byte{'\n'}),
 			Err: fmt.Errorf("%w: binary data (NUL byte at offset %d), not YAML or JSON", config.ErrParse, i)}}
@@ -28,14 +42,14 @@ func Parse(data []byte, path, source string) ([]config.Config, []*config.DocErro
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, []*config.DocError{{File: path, Err: fmt.Errorf("%w: file is empty; delete it to remove its resources", config.ErrParse)}}
 	}
-	var (
-		out   []config.Config
-		errs  []*config.DocError
-		seen  = map[config.Key]int{}
-		dec   = yaml.NewDecoder(bytes.NewReader(data))
-		start = 1
-	)
-	for {
+	if e := checkUTF8(data, path); e != nil {
+		return nil, []*config.DocError{e}
+	}
+	p := &parser{path: path, source: source, lim: lim.WithDefaults(), seen: map[config.Key]int{}}
+	p.aliasBudget = p.lim.MaxNodes
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	start := 1
+	for !p.stop {
 		var node yaml.Node
 		err := dec.Decode(&node)
 		if errors.Is(err, io.EOF) {
@@ -43,7 +57,7 @@ func Parse(data []byte, path, source string) ([]config.Config, []*config.DocErro
 		}
 		if err != nil {
 			// The decoder cannot resume after a syntax error.
-			errs = append(errs, &config.DocError{File: path, Line: yamlErrorLine(err, start), Err: fmt.Errorf("%w: %s", config.ErrParse, cleanYAMLError(err))})
+			p.fail(yamlErrorLine(err, start), "", fmt.Errorf("%w: %s", config.ErrParse, cleanYAMLError(err)))
 			break
 		}
 		line := docLine(&node)
@@ -51,29 +65,190 @@ func Parse(data []byte, path, source string) ([]config.Config, []*config.DocErro
 		if isEmptyDoc(&node) {
 			continue
 		}
-		if node.Content[0].Kind != yaml.MappingNode {
-			errs = append(errs, &config.DocError{File: path, Line: line, Err: fmt.Errorf("%w: document is not a mapping of apiVersion, kind, metadata and spec", config.ErrParse)})
+		root := node.Content[0]
+		if root.Kind != yaml.MappingNode {
+			p.count(line)
+			p.fail(line, "", fmt.Errorf("%w: document is not a mapping of apiVersion, kind, metadata and spec", config.ErrParse))
 			continue
 		}
-		var raw map[string]any
-		if err := node.Decode(&raw); err != nil {
-			errs = append(errs, &config.DocError{File: path, Line: yamlErrorLine(err, line), Err: fmt.Errorf("%w: %s", config.ErrParse, cleanYAMLError(err))})
+		if items, apiVersion, kind, ok := listOf(root); ok {
+			p.list(root, items, apiVersion, kind)
 			continue
 		}
-		c, err := config.Typed(raw, config.Source{Name: source, File: path, Line: line})
-		if err != nil {
-			errs = append(errs, &config.DocError{File: path, Line: line, Resource: resourceName(raw), Err: err})
-			continue
-		}
-		if prev, dup := seen[c.Key()]; dup {
-			errs = append(errs, &config.DocError{File: path, Line: line, Resource: c.Key().String(),
-				Err: fmt.Errorf("%w: duplicate: the same kind, namespace and name is defined at line %d of this file", config.ErrInvalid, prev)})
-			continue
-		}
-		seen[c.Key()] = line
-		out = append(out, c)
+		p.resource(root, "", "")
 	}
-	return out, errs
+	if p.dropped > 0 {
+		p.errs = append(p.errs, &config.DocError{File: path, Err: fmt.Errorf("%w: %d more problems not shown", config.ErrParse, p.dropped)})
+	}
+	return p.out, p.errs
+}
+
+type parser struct {
+	path, source string
+	lim          Limits
+	out          []config.Config
+	errs         []*config.DocError
+	dropped      int
+	seen         map[config.Key]int
+	resources    int
+	aliasBudget  int // nodes reached through aliases the file may still count
+	stop         bool
+}
+
+func (p *parser) fail(line int, resource string, err error) {
+	if len(p.errs) >= maxReported {
+		p.dropped++
+		return
+	}
+	p.errs = append(p.errs, &config.DocError{File: p.path, Line: line, Resource: resource, Err: err})
+}
+
+// count counts one resource against MaxDocuments; past it, the rest of
+// the file is not read.
+func (p *parser) count(line int) bool {
+	if p.resources++; p.resources > p.lim.MaxDocuments {
+		p.fail(line, "", fmt.Errorf("%w: more than %d resources in one file (maxDocuments); the rest of the file is not read", config.ErrParse, p.lim.MaxDocuments))
+		p.stop = true
+		return false
+	}
+	return true
+}
+
+// resource types one resource node. apiVersion and kind, when set, are
+// what a <Kind>List gives its items that do not say.
+func (p *parser) resource(n *yaml.Node, apiVersion, kind string) {
+	line := n.Line
+	if !p.count(line) {
+		return
+	}
+	if c := countNodes(n, p.lim.MaxNodes+1, &p.aliasBudget); c > p.lim.MaxNodes {
+		p.fail(line, "", fmt.Errorf("%w: resource has more than %d YAML nodes (maxNodes), or its aliases expand past that", config.ErrParse, p.lim.MaxNodes))
+		return
+	}
+	var raw map[string]any
+	if err := n.Decode(&raw); err != nil {
+		p.fail(yamlErrorLine(err, line), "", fmt.Errorf("%w: %s", config.ErrParse, cleanYAMLError(err)))
+		return
+	}
+	if _, ok := raw["apiVersion"]; !ok && apiVersion != "" {
+		raw["apiVersion"] = apiVersion
+	}
+	if _, ok := raw["kind"]; !ok && kind != "" {
+		raw["kind"] = kind
+	}
+	c, err := config.Typed(raw, config.Source{Name: p.source, File: p.path, Line: line})
+	if err != nil {
+		p.fail(fieldLine(n, err), resourceName(raw), err)
+		return
+	}
+	if prev, dup := p.seen[c.Key()]; dup {
+		p.fail(line, c.Key().String(), fmt.Errorf("%w: duplicate: the same kind, namespace and name is defined at line %d of this file", config.ErrInvalid, prev))
+		return
+	}
+	p.seen[c.Key()] = line
+	p.out = append(p.out, c)
+}
+
+// list reads the items of a kubectl List or <Kind>List, each a resource
+// located by its own line.
+func (p *parser) list(root, items *yaml.Node, apiVersion, kind string) {
+	if items.Kind != yaml.SequenceNode {
+		p.count(root.Line)
+		p.fail(items.Line, "", fmt.Errorf("%w: items of a %s must be a list of resources", config.ErrParse, kind))
+		return
+	}
+	itemAPI, itemKind := "", ""
+	if kind != "List" {
+		itemAPI, itemKind = apiVersion, strings.TrimSuffix(kind, "List")
+	}
+	for _, it := range items.Content {
+		if p.stop {
+			return
+		}
+		if it.Kind != yaml.MappingNode {
+			p.count(it.Line)
+			p.fail(it.Line, "", fmt.Errorf("%w: an item of a %s is not a mapping of apiVersion, kind, metadata and spec", config.ErrParse, kind))
+			continue
+		}
+		p.resource(it, itemAPI, itemKind)
+	}
+}
+
+// listOf recognises kubectl's "kind: List" (any apiVersion, items carry
+// their own apiVersion and kind) and the API's "kind: <Kind>List" for a
+// kind baremesh reads (items may leave both out).
+func listOf(root *yaml.Node) (items *yaml.Node, apiVersion, kind string, ok bool) {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch {
+		case k.Value == "items":
+			items = v
+		case k.Value == "kind" && v.Kind == yaml.ScalarNode:
+			kind = v.Value
+		case k.Value == "apiVersion" && v.Kind == yaml.ScalarNode:
+			apiVersion = v.Value
+		}
+	}
+	if items == nil {
+		return nil, "", "", false
+	}
+	if kind == "List" || (strings.HasSuffix(kind, "List") && config.SchemaFor(config.Kind(strings.TrimSuffix(kind, "List"))) != nil) {
+		return items, apiVersion, kind, true
+	}
+	return nil, "", "", false
+}
+
+// countNodes counts the nodes of n up to limit, following aliases; what
+// aliases reach is also taken from budget, shared by the whole file, so
+// that counting stays in proportion to the bytes.
+func countNodes(n *yaml.Node, limit int, budget *int) int {
+	count := 0
+	var walk func(n *yaml.Node, viaAlias bool) bool
+	walk = func(n *yaml.Node, viaAlias bool) bool {
+		if count++; count >= limit {
+			return false
+		}
+		if viaAlias {
+			if *budget--; *budget < 0 {
+				count = limit
+				return false
+			}
+		}
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			return walk(n.Alias, true)
+		}
+		for _, c := range n.Content {
+			if !walk(c, viaAlias) {
+				return false
+			}
+		}
+		return true
+	}
+	walk(n, false)
+	return count
+}
+
+// checkUTF8 names the line and column of the first byte that is not
+// UTF-8; yaml.v3 says only "invalid leading UTF-8 octet".
+func checkUTF8(data []byte, path string) *config.DocError {
+	if utf8.Valid(data) {
+		return nil
+	}
+	line, lineStart := 1, 0
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 {
+			col := utf8.RuneCount(data[lineStart:i]) + 1
+			return &config.DocError{File: path, Line: line,
+				Err: fmt.Errorf("%w: invalid UTF-8 (byte 0x%02x at line %d, column %d); config files must be UTF-8", config.ErrParse, data[i], line, col)}
+		}
+		if data[i] == '\n' {
+			line++
+			lineStart = i + 1
+		}
+		i += size
+	}
+	return nil
 }
 
 func docLine(n *yaml.Node) int {

@@ -2,8 +2,9 @@ package file
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/fsnotify/fsnotify"
@@ -12,7 +13,8 @@ import (
 // WatchFile calls fn with the content of path now and after every change
 // (written in place, replaced by rename, a ConfigMap ..data swap, removed:
 // then data is nil). It watches the file's directory, which must exist,
-// and returns when ctx ends.
+// and returns when ctx ends. Only a regular file of at most
+// DefaultMaxFileSize bytes is read (see ReadFile).
 func WatchFile(ctx context.Context, path string, fn func(data []byte, err error)) error {
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -24,8 +26,8 @@ func WatchFile(ctx context.Context, path string, fn func(data []byte, err error)
 		return fmt.Errorf("watch %s: %w", path, err)
 	}
 	read := func() {
-		data, err := os.ReadFile(path)
-		if os.IsNotExist(err) {
+		data, err := ReadFile(path, DefaultMaxFileSize) // never blocks on a FIFO
+		if errors.Is(err, fs.ErrNotExist) {
 			fn(nil, nil)
 			return
 		}

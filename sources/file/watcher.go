@@ -34,8 +34,10 @@ type Options struct {
 	Dirs []string
 	// Name names the source in Configs, problems and logs; default "file".
 	Name string
-	// MaxFileSize rejects larger files; default 10 MiB.
-	MaxFileSize int64
+	// MaxFileSize, MaxDocuments and MaxNodes are the Limits of one file.
+	MaxFileSize  int64
+	MaxDocuments int
+	MaxNodes     int
 	// Coalesce is the quiet period that merges a burst of changes into one
 	// update; 0 handles each change at once.
 	Coalesce time.Duration
@@ -49,16 +51,12 @@ type Options struct {
 	Metrics *Metrics
 }
 
-// DefaultMaxFileSize is the default for Options.MaxFileSize.
-const DefaultMaxFileSize = 10 << 20
-
 func (o *Options) setDefaults() {
 	if o.Name == "" {
 		o.Name = "file"
 	}
-	if o.MaxFileSize <= 0 {
-		o.MaxFileSize = DefaultMaxFileSize
-	}
+	l := o.limits()
+	o.MaxFileSize, o.MaxDocuments, o.MaxNodes = l.MaxFileSize, l.MaxDocuments, l.MaxNodes
 	if o.MaxCoalesce <= 0 {
 		o.MaxCoalesce = time.Second
 	}
@@ -68,6 +66,10 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+func (o *Options) limits() Limits {
+	return Limits{MaxFileSize: o.MaxFileSize, MaxDocuments: o.MaxDocuments, MaxNodes: o.MaxNodes}.WithDefaults()
 }
 
 // Watcher watches directories and feeds a Sink. Run it once.
@@ -82,7 +84,12 @@ type Watcher struct {
 	owner   map[config.Key]string // which file holds a key
 	watched map[string]bool       // directories with an fsnotify watch
 	dirty   map[string]bool       // paths (files or directories) to re-read
+	// dirErrs: directories that cannot be listed or watched, by path;
+	// each is a problem, retried on every DirPoll tick.
+	dirErrs map[string]*dirErr
 }
+
+type dirErr struct{ read, watch string }
 
 type root struct {
 	dir     string
@@ -104,6 +111,7 @@ func New(opts Options, sink store.Sink) *Watcher {
 		opts: opts, sink: sink, log: opts.Logger,
 		files: map[string]*fileState{}, current: map[config.Key]config.Config{},
 		owner: map[config.Key]string{}, watched: map[string]bool{}, dirty: map[string]bool{},
+		dirErrs: map[string]*dirErr{},
 	}
 	for _, d := range opts.Dirs {
 		w.roots = append(w.roots, &root{dir: filepath.Clean(d)})
@@ -163,7 +171,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.flush()
 			quiet, limit = nil, nil
 		case <-poll.C:
-			changed := false
+			changed := w.retryDirs()
 			for _, r := range w.roots {
 				if !r.present {
 					changed = w.checkRoot(r) || changed
@@ -220,9 +228,10 @@ func (w *Watcher) addTree(dir string) {
 			}
 			if !w.watched[p] {
 				if err := w.fsw.Add(p); err != nil {
-					w.log.Warn("cannot watch directory", "dir", p, "err", err)
+					w.setDirErr(p, false, fmt.Sprintf("cannot watch directory: %v; changes below it are not seen", unwrapPath(err)))
 					return nil
 				}
+				w.setDirErr(p, false, "")
 				w.watched[p] = true
 			}
 		}
@@ -243,6 +252,12 @@ func (w *Watcher) rootOf(p string) *root {
 func (w *Watcher) handle(ev fsnotify.Event) {
 	p := filepath.Clean(ev.Name)
 	if ev.Op == fsnotify.Chmod {
+		// A directory's mode changed: it may have become readable, or
+		// unreadable.
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && !hidden(filepath.Base(p)) && w.rootOf(p) != nil {
+			w.addTree(p)
+			w.dirty[p] = true
+		}
 		return
 	}
 	for _, r := range w.roots {
@@ -327,18 +342,16 @@ func (w *Watcher) expandDirty() []string {
 			}
 		}
 		if isDir {
-			_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return nil
-				}
-				if d.IsDir() && q != p && hidden(d.Name()) {
-					return filepath.SkipDir
-				}
-				if !d.IsDir() && configFile(d.Name()) {
-					set[q] = true
-				}
-				return nil
+			failed := map[string]bool{}
+			Walk(p, func(q string) { set[q] = true }, func(q string, err error) {
+				failed[q] = true
+				w.setDirErr(q, true, fmt.Sprintf("cannot read directory: %v; the config files below it are not loaded", err))
 			})
+			for q := range w.dirErrs {
+				if !failed[q] && (q == p || strings.HasPrefix(q, p+string(filepath.Separator))) {
+					w.setDirErr(q, true, "")
+				}
+			}
 			continue
 		}
 		if !w.isKnownDir(p) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,10 @@ type cluster struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	kick   chan struct{}
+
+	// relisted counts updates that repeat an object's resource version:
+	// what an informer's relist replays of objects that did not change.
+	relisted atomic.Int64
 
 	mu       sync.Mutex
 	dirty    dirtySet
@@ -115,9 +120,7 @@ func newCluster(s *Source, id, file string, cfg *rest.Config) (*cluster, error) 
 
 	nsInf := c.factory.Core().V1().Namespaces()
 	c.namespaces = nsInf.Lister()
-	if len(s.filter) > 0 {
-		c.handle(nsInf.Informer(), func(obj any) { c.namespaceChanged(obj) })
-	}
+	c.handle(nsInf.Informer(), func(obj any) { c.namespaceChanged(obj) })
 	return c, nil
 }
 
@@ -132,6 +135,7 @@ func (c *cluster) handle(inf cache.SharedIndexInformer, f func(obj any)) {
 		UpdateFunc: func(o, n any) {
 			if ov, ok := o.(interface{ GetResourceVersion() string }); ok {
 				if nv, ok := n.(interface{ GetResourceVersion() string }); ok && ov.GetResourceVersion() == nv.GetResourceVersion() {
+					c.relisted.Add(1)
 					return
 				}
 			}
@@ -253,14 +257,23 @@ func (c *cluster) namespaceChanged(obj any) {
 
 // selected reports whether the mesh sees namespace ns.
 func (c *cluster) selected(ns string) bool {
-	if len(c.src.filter) == 0 {
+	f := *c.src.filter.Load()
+	if len(f) == 0 {
 		return true
 	}
 	n, err := c.namespaces.Get(ns)
 	if err != nil {
 		return false
 	}
-	return c.src.filter.selects(n)
+	return f.selects(n)
+}
+
+// markAll makes the worker convert the whole cluster again.
+func (c *cluster) markAll() {
+	c.mu.Lock()
+	c.dirty.all = true
+	c.mu.Unlock()
+	c.poke()
 }
 
 func (c *cluster) start(ctx context.Context) {
@@ -450,6 +463,7 @@ func (c *cluster) status() ClusterStatus {
 	defer c.mu.Unlock()
 	st := c.st
 	st.Services, st.Pods = len(svcs), len(pods)
+	st.RelistedUnchanged = c.relisted.Load()
 	st.IstioKinds = []string{}
 	for gvr := range c.istio {
 		st.IstioKinds = append(st.IstioKinds, gvr.Resource+"."+gvr.Group+"/"+gvr.Version)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,4 +119,29 @@ func TestMissingKubeconfigDirIsNotFatal(t *testing.T) {
 		st := e.src.Status()
 		return len(st) == 1 && st[0].Synced && st[0].Connected
 	})
+
+	// a.conf claims the ID of a.yaml (and sorts first): refused, a.yaml
+	// keeps the cluster; its removal clears the problem.
+	dup := filepath.Join(dir, "a.conf")
+	if err := os.WriteFile(dup, c.Kubeconfig(t, "dup", nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	origin := func() bool {
+		for _, p := range e.agg.Problems() {
+			if p.Origin == dup && strings.Contains(p.Error, "already taken") {
+				return true
+			}
+		}
+		return false
+	}
+	poll(t, "the duplicate cluster ID reported", origin)
+	for _, st := range e.src.Status() {
+		if st.File == filepath.Join(dir, "a.yaml") && (!st.Synced || !st.Connected) || st.File == dup && st.Error == "" {
+			t.Fatalf("status = %+v; a.yaml should keep cluster a, a.conf be refused", e.src.Status())
+		}
+	}
+	if err := os.Remove(dup); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the duplicate's problem cleared", func() bool { return !origin() })
 }

@@ -39,6 +39,7 @@ spec:
 	})
 	events, _ := e.counts()
 	changes := e.changesOutside("default")
+	relisted := e.src.Status()[0].RelistedUnchanged
 
 	c.StopAPIServer(t)
 	poll(t, "the cluster reported unreachable", func() bool {
@@ -86,6 +87,12 @@ spec: {host: after.restart.svc.cluster.local}
 	}
 	if hasProblem(e, "unreachable") {
 		t.Fatal("the unreachable problem was not cleared")
+	}
+	// The informers did relist: they replayed the unchanged objects.
+	if n := e.src.Status()[0].RelistedUnchanged - relisted; n == 0 {
+		t.Fatal("no informer relisted across the restart; the test proves nothing")
+	} else {
+		t.Logf("%d unchanged objects replayed by relists, 0 events from them", n)
 	}
 }
 

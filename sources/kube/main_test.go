@@ -19,6 +19,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
@@ -145,13 +146,7 @@ func poll(t *testing.T, what string, cond func() bool) {
 
 func pollFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.EventuallyWithin(t, d, what, cond)
 }
 
 func ensureNamespace(t testing.TB, c *kubetest.Cluster, ns string, labels map[string]string) {
@@ -220,4 +215,8 @@ func (e *env) changesOutside(ns string) int {
 	next:
 	}
 	return n
+}
+
+func serviceKey(host, ns string) model.ServiceKey {
+	return model.ServiceKey{Hostname: host, Namespace: ns}
 }

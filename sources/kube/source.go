@@ -24,12 +24,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -103,9 +105,10 @@ type Source struct {
 	opts   Options
 	sink   store.Sink
 	log    *slog.Logger
-	filter namespaceFilter
+	filter atomic.Pointer[namespaceFilter]
 
 	files map[string]fileState // by cluster ID; only Run's goroutine
+	dupes map[string]bool      // files refused for a taken cluster ID; only Run's goroutine
 
 	// mu guards clusters and the Istio configs delivered, and serialises
 	// deliveries, so a replaced cluster's late batch is dropped.
@@ -133,8 +136,31 @@ func New(opts Options, sink store.Sink) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube source: discoverySelectors: %w", err)
 	}
-	return &Source{opts: opts, sink: sink, log: opts.Logger, filter: f, files: map[string]fileState{},
-		clusters: map[string]*cluster{}, istio: map[string]map[config.Key]config.Config{}, badFiles: map[string]string{}}, nil
+	s := &Source{opts: opts, sink: sink, log: opts.Logger, files: map[string]fileState{},
+		clusters: map[string]*cluster{}, istio: map[string]map[config.Key]config.Config{}, badFiles: map[string]string{}}
+	s.filter.Store(&f)
+	return s, nil
+}
+
+// SetDiscoverySelectors replaces the namespace selection (mesh config's
+// discoverySelectors changed): every cluster is converted again and only
+// what the new selection changes is delivered.
+func (s *Source) SetDiscoverySelectors(sels []*meshv1alpha1.LabelSelector) error {
+	f, err := newNamespaceFilter(sels)
+	if err != nil {
+		return fmt.Errorf("discoverySelectors: %w", err)
+	}
+	s.filter.Store(&f)
+	s.mu.Lock()
+	cs := make([]*cluster, 0, len(s.clusters))
+	for _, c := range s.clusters {
+		cs = append(cs, c)
+	}
+	s.mu.Unlock()
+	for _, c := range cs {
+		c.markAll()
+	}
+	return nil
 }
 
 // Run watches the directory until ctx ends, then stops every cluster.
@@ -190,7 +216,7 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 		s.log.Warn("kubeconfig directory unreadable; clusters stay as they are", "dir", s.opts.Dir, "err", err)
 		return
 	}
-	present := map[string]bool{}
+	byID := map[string][]string{} // paths, sorted
 	for _, e := range entries {
 		name := e.Name()
 		path := filepath.Join(s.opts.Dir, name)
@@ -201,9 +227,25 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 			continue
 		}
 		id := strings.TrimSuffix(name, filepath.Ext(name))
-		if present[id] {
-			s.fileProblem(path, fmt.Errorf("cluster ID %q is already taken by another file in %s (the ID is the file name without extension)", id, s.opts.Dir))
-			continue
+		byID[id] = append(byID[id], path)
+	}
+	present := map[string]bool{}
+	dupes := map[string]bool{}
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		paths := byID[id]
+		// The file that holds the ID keeps it; another file with the
+		// same name but another extension is refused.
+		path := paths[0]
+		if old, ok := s.files[id]; ok && slices.Contains(paths, old.path) {
+			path = old.path
+		}
+		for _, p := range paths {
+			if p != path {
+				dupes[p] = true
+				if !s.dupes[p] {
+					s.fileProblem(p, fmt.Errorf("cluster ID %q is already taken by %s (the ID is the file name without extension)", id, path))
+				}
+			}
 		}
 		present[id] = true
 		data, err := os.ReadFile(path)
@@ -212,8 +254,12 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 			continue
 		}
 		h := sha256.Sum256(data)
-		if old, ok := s.files[id]; ok && old.hash == h && old.path == path {
+		old, had := s.files[id]
+		if had && old.hash == h && old.path == path {
 			continue
+		}
+		if had && old.path != path {
+			s.fileProblem(old.path, nil)
 		}
 		s.files[id] = fileState{path: path, hash: h}
 		cfg, err := loadKubeconfig(path)
@@ -225,6 +271,16 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 		s.fileProblem(path, nil)
 		s.startCluster(ctx, id, path, cfg, initial)
 	}
+	current := map[string]bool{}
+	for _, f := range s.files {
+		current[f.path] = true
+	}
+	for p := range s.dupes {
+		if !dupes[p] && !current[p] {
+			s.fileProblem(p, nil) // the duplicate is gone
+		}
+	}
+	s.dupes = dupes
 	for id, f := range s.files {
 		if !present[id] {
 			delete(s.files, id)
@@ -444,49 +500,4 @@ func (s *Source) maybeSynced(timedOut bool) {
 		s.log.Warn("clusters not synced in time; going on without them (they join when they sync)", "clusters", waiting, "timeout", s.opts.SyncTimeout)
 	}
 	s.sink.Synced()
-}
-
-// ClusterStatus is what /debug/configz shows of a cluster.
-type ClusterStatus struct {
-	ID        string    `json:"id"`
-	File      string    `json:"file"`
-	Server    string    `json:"server,omitempty"`
-	Connected bool      `json:"connected"`
-	Synced    bool      `json:"synced"`
-	Error     string    `json:"error,omitempty"`
-	Since     time.Time `json:"since"`
-	// IstioKinds are the Istio kinds the cluster serves and is watched for.
-	IstioKinds []string `json:"istioKinds"`
-	Services   int      `json:"services"`
-	Pods       int      `json:"pods"`
-}
-
-// Status returns each cluster's state and each refused kubeconfig,
-// sorted by ID.
-func (s *Source) Status() []ClusterStatus {
-	s.mu.Lock()
-	cs := make([]*cluster, 0, len(s.clusters))
-	for _, c := range s.clusters {
-		cs = append(cs, c)
-	}
-	bad := map[string]string{}
-	for p, e := range s.badFiles {
-		bad[p] = e
-	}
-	s.mu.Unlock()
-	out := make([]ClusterStatus, 0, len(cs)+len(bad))
-	for _, c := range cs {
-		st := c.status()
-		if e, ok := bad[c.file]; ok {
-			st.Error = "kubeconfig refused, last good connection kept: " + e
-			delete(bad, c.file)
-		}
-		out = append(out, st)
-	}
-	for p, e := range bad {
-		id := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
-		out = append(out, ClusterStatus{ID: id, File: p, Error: "kubeconfig refused: " + e})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
 }

@@ -89,6 +89,8 @@ func StartCluster(istio bool) (*Cluster, error) {
 	// A fixed certificate directory keeps the serving certificates, so a
 	// restarted API server is the same server to its clients.
 	env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
+	// Room for thousands of Services (envtest's default is a /24).
+	env.ControlPlane.APIServer.Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	// kube-apiserver drains for longer than tests want to wait; after
 	// this it is killed, as a crashed one would be.
 	env.ControlPlaneStopTimeout = 5 * time.Second
