@@ -47,8 +47,12 @@ type Pipeline struct {
 	// by every caller until the endpoints move again.
 	pinned atomic.Pointer[PushContext]
 
-	mu        sync.Mutex
-	pending   *Request
+	mu      sync.Mutex
+	pending *Request
+	// unindexed are the service kinds (ServiceEntry, WorkloadEntry) with
+	// changes no full push has re-indexed yet: endpoint-only changes keep
+	// the snapshot, so the next full push rebuilds their index.
+	unindexed map[config.Kind]bool
 	kick      chan struct{}
 	listeners []Listener
 	ready     chan struct{}
@@ -99,6 +103,16 @@ func (p *Pipeline) Ready() <-chan struct{} { return p.ready }
 // OnEvents is the store handler: it updates the service model and queues
 // a request.
 func (p *Pipeline) OnEvents(events []store.Event) {
+	p.mu.Lock()
+	for _, e := range events {
+		if k := e.Key().Kind; k == config.ServiceEntry || k == config.WorkloadEntry {
+			if p.unindexed == nil {
+				p.unindexed = map[config.Kind]bool{}
+			}
+			p.unindexed[k] = true
+		}
+	}
+	p.mu.Unlock()
 	ch := p.registry.Apply(events)
 	req := &Request{Start: time.Now(), Reasons: map[string]int{}}
 	for _, e := range events {
@@ -206,11 +220,22 @@ func (p *Pipeline) flush() {
 	p.mu.Lock()
 	req := p.pending
 	p.pending = nil
+	var unindexed map[config.Kind]bool
+	if req != nil && req.Full {
+		unindexed, p.unindexed = p.unindexed, nil
+	}
 	p.mu.Unlock()
 	if req == nil {
 		return
 	}
-	p.publish(req, &Changed{Kinds: req.KindsChanged(), Services: len(req.Services) > 0, Mesh: req.Reasons["mesh"] > 0})
+	kinds := req.KindsChanged()
+	for k := range unindexed {
+		if kinds == nil {
+			kinds = map[config.Kind]bool{}
+		}
+		kinds[k] = true
+	}
+	p.publish(req, &Changed{Kinds: kinds, Services: len(req.Services) > 0, Mesh: req.Reasons["mesh"] > 0})
 }
 
 func (p *Pipeline) publish(req *Request, changed *Changed) {

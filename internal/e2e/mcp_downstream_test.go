@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/xds"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 // xdsClientTo is a grpc-go client of xds:///echo.mesh:7070 whose xDS
@@ -50,9 +52,20 @@ func TestIstiodReadsBaremesh(t *testing.T) {
 			t.Fatalf("x-user=jason went to %q (%v), want b1", b, err)
 		}
 	}
-	// Not covered: a WorkloadEntry added for an existing ServiceEntry is an
-	// endpoint-only change, and the snapshot's WorkloadEntry index (which
-	// the Istio config types serve) is rebuilt on full pushes of that kind
-	// only, so istiod would not see it yet (see the mcp note).
-
+	// A WorkloadEntry added in baremesh for the existing ServiceEntry is an
+	// endpoint-only change: it keeps baremesh's snapshot, so it reaches
+	// istiod with the next full push (here a VirtualService edit), not at
+	// once (see the mcp note).
+	bs["a2"] = startBackend(t, "a2")
+	versions["a2"] = "v1"
+	m.write("echo.yaml", echoService(bs, versions))
+	m.write("vs.yaml", routes(100, 0, "    timeout: 5s\n"))
+	testkit.EventuallyWithin(t, e2eWait, "the added WorkloadEntry to receive traffic through istiod", func() bool {
+		for i := 0; i < 20; i++ {
+			if b, err := call(ctx, cc); err == nil && b == "a2" {
+				return true
+			}
+		}
+		return false
+	})
 }
