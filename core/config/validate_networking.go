@@ -78,11 +78,9 @@ func validateServiceEntry(c *Config) Errors {
 			errs.Add("spec.endpoints", "endpoints are not allowed with resolution NONE")
 		}
 	case networking.ServiceEntry_STATIC:
-		// Istio accepts STATIC with neither; baremesh rejects it, as such
-		// an entry can never have an endpoint.
-		if len(se.GetEndpoints()) == 0 && !hasSelector {
-			errs.Add("spec.endpoints", "resolution STATIC needs endpoints or a workloadSelector")
-		}
+		// STATIC with neither endpoints nor a selector is valid, as in
+		// Istio: a service with no endpoints yet (istiod's own
+		// synthetic-kubernetes entry, served over MCP, is one).
 		for i, ep := range se.GetEndpoints() {
 			checkEndpoint(&errs, idx("spec.endpoints", i), ep, portNames, false)
 		}

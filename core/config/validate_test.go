@@ -90,7 +90,7 @@ var rows = []row{
 	{"SE bad protocol", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http, protocol: SPDY}]\n  resolution: DNS\n"), "spec.ports[0].protocol"},
 	{"SE bad port name", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: Http_1, protocol: HTTP}]\n  resolution: DNS\n"), "spec.ports[0].name"},
 	{"SE bad targetPort", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http, protocol: HTTP, targetPort: 65536}]\n  resolution: DNS\n"), "spec.ports[0].targetPort"},
-	{"SE STATIC without endpoints", se("  hosts: [a.example.com]\n" + sePorts + "  resolution: STATIC\n"), "spec.endpoints"},
+	{"SE STATIC without endpoints (valid, as Istio)", se("  hosts: [a.example.com]\n" + sePorts + "  resolution: STATIC\n"), ""},
 	{"SE selector and endpoints", se("  hosts: [a.example.com]\n" + sePorts + "  resolution: STATIC\n  workloadSelector: {labels: {app: a}}\n  endpoints: [{address: 1.2.3.4}]\n"), "spec.workloadSelector"},
 	{"SE STATIC hostname endpoint", se("  hosts: [a.example.com]\n" + sePorts + "  resolution: STATIC\n  endpoints: [{address: 1.2.3.4}, {address: b.example.com}]\n"), "spec.endpoints[1].address"},
 	{"SE DNS hostname endpoint", se("  hosts: [a.example.com]\n" + sePorts + "  resolution: DNS\n  endpoints: [{address: b.example.com}]\n"), ""},

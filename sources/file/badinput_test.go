@@ -48,7 +48,6 @@ func TestBadInput(t *testing.T) {
 		{"port 0", se("  hosts: [a.example.com]\n  ports: [{number: 0, name: http}]\n  resolution: DNS\n"), 6, `ports\[0\]\.number`},
 		{"port 70000", se("  hosts: [a.example.com]\n  ports: [{number: 70000, name: http}]\n  resolution: DNS\n"), 6, `ports\[0\]\.number`},
 		{"weights not 100", "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a, namespace: test}\nspec:\n  hosts: [a.example.com]\n  http:\n  - route:\n    - {destination: {host: a.example.com, subset: v1}, weight: 50}\n    - {destination: {host: a.example.com, subset: v2}, weight: 20}\n", 7, `weight`},
-		{"static without endpoints", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n"), 4, `endpoints|STATIC`},
 		{"selector and endpoints", se("  hosts: [a.example.com]\n  ports: [{number: 80, name: http}]\n  resolution: STATIC\n  workloadSelector: {labels: {app: a}}\n  endpoints: [{address: 10.0.0.1}]\n"), 8, `workloadSelector|endpoints`},
 		{"binary garbage", "\x00\x01\x02\xff\xfegarbage", 1, `binary data`},
 		{"empty file", "", 0, `empty`},
