@@ -97,8 +97,7 @@ func (t *Table) alive() map[string]bool {
 	return out
 }
 
-// rejoin joins the seeds and the members that failed (not those that
-// left) again every Rejoin while they are missing: memberlist does not
+// rejoin joins the seeds and the members that went away again every Rejoin while they are missing: memberlist does not
 // go back to a member it declared dead, so without this a healed
 // partition would stay two clusters.
 func (t *Table) rejoin() {
@@ -113,8 +112,12 @@ func (t *Table) rejoin() {
 		}
 		t.failedMu.Lock()
 		var addrs []string
-		for _, a := range t.failed {
-			addrs = append(addrs, a)
+		for name, f := range t.failed {
+			if time.Since(f.at) > forgetFailed {
+				delete(t.failed, name)
+				continue
+			}
+			addrs = append(addrs, f.addr)
 		}
 		t.failedMu.Unlock()
 		if len(t.o.Seeds) > 0 && t.ml.NumMembers() <= 1 {
@@ -129,6 +132,14 @@ func (t *Table) rejoin() {
 			t.o.Logger.Debug("rejoin: no one answered", "addrs", addrs, "err", err)
 		}
 	}
+}
+
+// forgetFailed is how long a gone member is rejoined.
+const forgetFailed = 24 * time.Hour
+
+type failedMember struct {
+	addr string
+	at   time.Time
 }
 
 // delegate is memberlist's hook into the table.
@@ -205,14 +216,14 @@ func (e events) NotifyJoin(n *memberlist.Node) {
 }
 
 func (e events) NotifyLeave(n *memberlist.Node) {
-	if n.State == memberlist.StateDead && n.Name != e.t.name {
-		e.t.failedMu.Lock()
-		e.t.failed[n.Name] = n.Address()
-		e.t.failedMu.Unlock()
-		e.t.o.Logger.Warn("member failed", "member", n.Name, "addr", n.Address())
-	} else {
-		e.t.o.Logger.Info("member left", "member", n.Name)
-	}
+	// n.State is not updated before this call (memberlist sets the state
+	// on its own record), so a clean leave cannot be told from a failure
+	// here: both are rejoined, for forgetFailed; a replica that left for
+	// good costs one refused dial per Rejoin.
+	e.t.failedMu.Lock()
+	e.t.failed[n.Name] = failedMember{addr: n.Address(), at: time.Now()}
+	e.t.failedMu.Unlock()
+	e.t.o.Logger.Warn("member gone", "member", n.Name, "addr", n.Address())
 	e.kick()
 }
 

@@ -66,8 +66,10 @@ type Table struct {
 	mu    sync.Mutex
 	recs  map[string]Record
 	local map[string]*held
-	// tombAt is when this replica first saw each tombstone (for the TTL).
-	tombAt map[string]time.Time
+	// seenAt is when each record was committed here (the tombstone TTL
+	// runs from it; a record is not written off for a dead owner until it
+	// has been here a grace period, see reap).
+	seenAt map[string]time.Time
 	// events wait for the watcher, in commit order.
 	events []Record
 	watch  func(Record)
@@ -77,7 +79,7 @@ type Table struct {
 	ml       *memberlist.Memberlist // nil: a table of one
 	queue    *memberlist.TransmitLimitedQueue
 	failedMu sync.Mutex
-	failed   map[string]string // dead members' addresses, to rejoin
+	failed   map[string]failedMember // gone members' addresses, to rejoin
 	kick     chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -114,7 +116,7 @@ func New(o Options) (*Table, error) {
 		return nil, errors.New("cluster: a replica name is required")
 	}
 	t := &Table{o: o, name: o.Name, recs: map[string]Record{}, local: map[string]*held{},
-		tombAt: map[string]time.Time{}, failed: map[string]string{},
+		seenAt: map[string]time.Time{}, failed: map[string]failedMember{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	t.wake = sync.NewCond(&t.mu)
 	if o.Bind != "" {
@@ -276,13 +278,11 @@ func (t *Table) Records() []Record {
 // connection it still holds.
 func (t *Table) commitLocked(r Record, gossip bool) {
 	t.recs[r.Key] = r
-	if r.Deleted {
-		t.tombAt[r.Key] = t.o.Now()
-	} else {
-		delete(t.tombAt, r.Key)
+	t.seenAt[r.Key] = t.o.Now()
+	if t.watch != nil { // before Watch, the replay of the table covers it
+		t.events = append(t.events, r)
+		t.wake.Broadcast()
 	}
-	t.events = append(t.events, r)
-	t.wake.Broadcast()
 	if gossip && t.queue != nil {
 		msg := encodeRecord(r)
 		t.queue.QueueBroadcast(&broadcast{key: r.Key, msg: msg})
@@ -365,7 +365,8 @@ func (t *Table) reaper() {
 //     for it (after a restart), and removes it after the grace period;
 //   - when the owner is not a live member, the survivor with the lowest
 //     name marks its connected records disconnected (the grace period
-//     starts when the death is seen) and removes them after it;
+//     starts when the death is seen, or a grace period after the record
+//     arrived, whichever is later) and removes them after it;
 //   - tombstones are forgotten after TombstoneTTL.
 func (t *Table) reap() {
 	alive := t.alive()
@@ -380,14 +381,19 @@ func (t *Table) reap() {
 	now := t.o.Now()
 	for key, r := range t.recs {
 		if r.Deleted {
-			if now.Sub(t.tombAt[key]) >= t.o.TombstoneTTL {
+			if now.Sub(t.seenAt[key]) >= t.o.TombstoneTTL {
 				delete(t.recs, key)
-				delete(t.tombAt, key)
+				delete(t.seenAt, key)
 			}
 			continue
 		}
 		mine := r.Owner == t.name
-		orphan := !mine && !alive[r.Owner] && responsible
+		// A record that arrived while its owner is not a member came
+		// from a peer that reached us before memberlist did (a partition
+		// healing): wait a grace period for the membership to catch up
+		// before writing it off, so the two halves do not take each
+		// other's live entries.
+		orphan := !mine && !alive[r.Owner] && responsible && (r.DisconnectedAt != 0 || now.Sub(t.seenAt[key]) >= t.o.Grace)
 		if !mine && !orphan {
 			continue
 		}
