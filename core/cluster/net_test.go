@@ -28,11 +28,13 @@ import (
 // counts the bytes put on the wire (after memberlist's framing,
 // compression and encryption).
 type network struct {
-	t     *testing.T
-	mu    sync.Mutex
-	cut   map[[2]string]bool // [from addr, to addr]
-	nodes map[string]*node
-	grace time.Duration
+	t testing.TB
+	// metrics, if set, are every replica's.
+	metrics *Metrics
+	mu      sync.Mutex
+	cut     map[[2]string]bool // [from addr, to addr]
+	nodes   map[string]*node
+	grace   time.Duration
 }
 
 type node struct {
@@ -41,7 +43,7 @@ type node struct {
 	events *eventLog
 }
 
-func newNetwork(t *testing.T, grace time.Duration) *network {
+func newNetwork(t testing.TB, grace time.Duration) *network {
 	return &network{t: t, cut: map[[2]string]bool{}, nodes: map[string]*node{}, grace: grace}
 }
 
@@ -71,7 +73,7 @@ func (n *network) start(name string, seeds ...string) *node {
 		seedAddrs = append(seedAddrs, n.nodes[s].Addr())
 	}
 	ev := &eventLog{}
-	tbl, err := New(Options{Name: name, Bind: addr, Logger: testLogger(name), Seeds: seedAddrs, Grace: n.grace,
+	tbl, err := New(Options{Name: name, Bind: addr, Logger: testLogger(name), Metrics: n.metrics, Seeds: seedAddrs, Grace: n.grace,
 		ReapInterval: 20 * time.Millisecond, Rejoin: 100 * time.Millisecond,
 		SecretKey:  []byte("0123456789abcdef"),
 		Memberlist: func(c *memberlist.Config) { fast(c); c.Transport = tr }})
@@ -124,9 +126,43 @@ func (n *network) waitMembers(want int, names ...string) {
 
 type cutTransport struct {
 	*memberlist.NetTransport
-	net  *network
-	self string
-	sent atomic.Int64
+	net     *network
+	self    string
+	sent    atomic.Int64
+	once    sync.Once
+	streams chan net.Conn
+	done    chan struct{}
+}
+
+// StreamCh hands memberlist the accepted streams wrapped to count what
+// this side writes (the answer half of a push-pull).
+func (c *cutTransport) StreamCh() <-chan net.Conn {
+	c.once.Do(func() {
+		c.streams, c.done = make(chan net.Conn), make(chan struct{})
+		in := c.NetTransport.StreamCh()
+		go func() {
+			for {
+				select {
+				case conn := <-in:
+					select {
+					case c.streams <- &countConn{Conn: conn, n: &c.sent}:
+					case <-c.done:
+						conn.Close()
+						return
+					}
+				case <-c.done:
+					return
+				}
+			}
+		}()
+	})
+	return c.streams
+}
+
+func (c *cutTransport) Shutdown() error {
+	c.once.Do(func() { c.done = make(chan struct{}) })
+	close(c.done)
+	return c.NetTransport.Shutdown()
 }
 
 var errCut = errors.New("test: cut off")
@@ -158,9 +194,7 @@ func (c *cutTransport) DialAddressTimeout(a memberlist.Address, timeout time.Dur
 	return c.DialTimeout(a.Addr, timeout)
 }
 
-// countConn counts what the dialling side writes (push-pull sends both
-// ways over it; the answering side's bytes are not counted, which the
-// size figures say).
+// countConn counts what one side of a stream writes.
 type countConn struct {
 	net.Conn
 	n *atomic.Int64
