@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -112,4 +113,42 @@ func (c Config) ClusterOptions(grace time.Duration, logger *slog.Logger) (cluste
 		o.SecretKey = key
 	}
 	return o, nil
+}
+
+// startCluster starts this replica's registration table (a table of one
+// without a cluster: block) and serves /debug/clusterz. Called by Run.
+// The grace period is cluster.DefaultGrace until auto-registration's
+// setting is wired here.
+func (d *Daemon) startCluster() error {
+	o, err := d.cfg.ClusterOptions(cluster.DefaultGrace, d.log)
+	if err != nil {
+		return err
+	}
+	var t *cluster.Table
+	o.Metrics = cluster.NewMetrics(d.reg, func() int { return t.NumMembers() })
+	if t, err = cluster.New(o); err != nil {
+		return err
+	}
+	d.cluster = t
+	if d.cfg.Cluster.Enabled() {
+		d.log.Info("cluster replica started", "name", o.Name, "gossip", t.Addr(), "seeds", o.Seeds, "encrypted", len(o.SecretKey) > 0)
+	}
+	return nil
+}
+
+// stopCluster leaves the cluster cleanly: the others take over this
+// replica's entries at once instead of after failure detection.
+func (d *Daemon) stopCluster() {
+	if err := d.cluster.Shutdown(true); err != nil {
+		d.log.Warn("cluster: leaving", "err", err)
+	}
+}
+
+// clusterz serves /debug/clusterz.
+func (d *Daemon) clusterz(w http.ResponseWriter, r *http.Request) {
+	if d.cluster == nil {
+		http.Error(w, "cluster not started", http.StatusServiceUnavailable)
+		return
+	}
+	d.cluster.Handler().ServeHTTP(w, r)
 }

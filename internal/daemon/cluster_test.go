@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +103,65 @@ func TestClusterConfigErrors(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("no cluster block: %v", err)
 	}
+}
+
+// runClustered runs a real daemon over an empty config dir with a
+// cluster: block; stop stops it (once).
+func runClustered(t *testing.T, cc ClusterConfig) (d *Daemon, stop func()) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := Defaults()
+	cfg.ConfigDirs = []string{dir}
+	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")
+	cfg.Cluster = cc
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return d, stop
+}
+
+func clusterzOf(t *testing.T, d *Daemon) cluster.Status {
+	t.Helper()
+	code, body := get(t, "http://"+d.HTTPAddr()+"/debug/clusterz")
+	var s cluster.Status
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &s) != nil {
+		return cluster.Status{}
+	}
+	return s
+}
+
+// TestDaemonsFormACluster: two baremeshd with cluster: blocks find each
+// other through a seed; /debug/clusterz and /metrics show it, and a clean
+// stop leaves the cluster.
+func TestDaemonsFormACluster(t *testing.T) {
+	a, _ := runClustered(t, ClusterConfig{Name: "cp-a", Bind: "127.0.0.1:0"})
+	var addr string
+	testkit.Eventually(t, "cp-a's /debug/clusterz", func() bool { addr = clusterzOf(t, a).Addr; return addr != "" })
+	b, stopB := runClustered(t, ClusterConfig{Name: "cp-b", Bind: "127.0.0.1:0", Seeds: []string{addr}})
+	for _, d := range []*Daemon{a, b} {
+		testkit.Eventually(t, "two members on "+d.HTTPAddr(), func() bool { return len(clusterzOf(t, d).Members) == 2 })
+	}
+	if _, m := get(t, "http://"+a.HTTPAddr()+"/metrics"); !strings.Contains(m, "baremesh_cluster_members 2") {
+		t.Errorf("metrics lack baremesh_cluster_members 2")
+	}
+	stopB()
+	testkit.Eventually(t, "cp-a alone after cp-b left", func() bool { return len(clusterzOf(t, a).Members) == 1 })
 }
