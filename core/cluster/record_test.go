@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 func TestNewerIsATotalOrder(t *testing.T) {
@@ -67,3 +70,48 @@ func TestOneReplica(t *testing.T) {
 		t.Errorf("members %v", tbl.Members())
 	}
 }
+
+// TestRestore: a record persisted as connected by this replica comes back
+// disconnected and is removed after the grace period unless its proxy
+// claims it again; an older record than the table's is ignored.
+func TestRestore(t *testing.T) {
+	tbl, err := New(Options{Name: "solo", Grace: grace, ReapInterval: 20e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Shutdown(true)
+	tbl.Claim("ns/new", data("2"))
+	cur, _ := tbl.Get("ns/new")
+	tbl.Restore([]Record{
+		{Key: "ns/back", Owner: "solo", Stamp: 1, Data: data("1")},
+		{Key: "ns/gone", Owner: "solo", Stamp: 1, Data: data("1")},
+		{Key: "ns/new", Owner: "solo", Stamp: cur.Stamp - 1, Data: data("old")},
+	})
+	testkit.Eventually(t, "restored records marked disconnected", func() bool {
+		a, _ := tbl.Get("ns/back")
+		b, _ := tbl.Get("ns/gone")
+		return a.DisconnectedAt != 0 && b.DisconnectedAt != 0
+	})
+	tbl.Claim("ns/back", data("1"))
+	waitGone(t, tbl, "ns/gone")
+	if r, ok := tbl.Get("ns/back"); !ok || !r.Connected() || r.Stamp <= 1 {
+		t.Errorf("ns/back: %+v %v, want a new connected claim", r, ok)
+	}
+	if r, _ := tbl.Get("ns/new"); !bytes.Equal(r.Data, data("2")) {
+		t.Errorf("ns/new: %+v, the older restored record won", r)
+	}
+}
+
+// registrations is the interface core/workloads declares for the table
+// (a copy: the consumer owns it); the Table must keep satisfying it.
+type registrations interface {
+	Claim(key string, data json.RawMessage)
+	Update(key string, data json.RawMessage) bool
+	Release(key string)
+	Delete(key string)
+	Restore([]Record)
+	Watch(func(Record))
+	Get(key string) (Record, bool)
+}
+
+var _ registrations = (*Table)(nil)

@@ -251,6 +251,21 @@ func (t *Table) tombstoneLocked(w Record) {
 	t.commitLocked(w, true)
 }
 
+// Restore merges records persisted before a restart (the consumer saves
+// what Watch gave it). Each is taken only if newer than what the cluster
+// already told this replica; this replica's own connected claims among
+// them are then marked disconnected by the reaper, which gives every
+// proxy a grace period to reconnect (here or anywhere).
+func (t *Table) Restore(rs []Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range rs {
+		if r.Key != "" && r.Owner != "" {
+			t.mergeLocked(r, true)
+		}
+	}
+}
+
 // Get returns key's live record.
 func (t *Table) Get(key string) (Record, bool) {
 	t.mu.Lock()
