@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/baremesh/baremesh/core/testkit"
 )
@@ -84,7 +85,7 @@ func TestRestore(t *testing.T) {
 	cur, _ := tbl.Get("ns/new")
 	tbl.Restore([]Record{
 		{Key: "ns/back", Owner: "solo", Stamp: 1, Data: data("1")},
-		{Key: "ns/gone", Owner: "solo", Stamp: 1, Data: data("1")},
+		{Key: "ns/gone", Owner: "solo", Stamp: 1, Seq: 1, DisconnectedAt: 1, Data: data("1")}, // down for decades
 		{Key: "ns/new", Owner: "solo", Stamp: cur.Stamp - 1, Data: data("old")},
 	})
 	testkit.Eventually(t, "restored records marked disconnected", func() bool {
@@ -92,8 +93,12 @@ func TestRestore(t *testing.T) {
 		b, _ := tbl.Get("ns/gone")
 		return a.DisconnectedAt != 0 && b.DisconnectedAt != 0
 	})
+	restored := time.Now()
 	tbl.Claim("ns/back", data("1"))
 	waitGone(t, tbl, "ns/gone")
+	if since := time.Since(restored); since < grace {
+		t.Errorf("ns/gone removed %v after the restore, want a full grace period (%v)", since, grace)
+	}
 	if r, ok := tbl.Get("ns/back"); !ok || !r.Connected() || r.Stamp <= 1 {
 		t.Errorf("ns/back: %+v %v, want a new connected claim", r, ok)
 	}

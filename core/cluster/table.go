@@ -253,16 +253,21 @@ func (t *Table) tombstoneLocked(w Record) {
 
 // Restore merges records persisted before a restart (the consumer saves
 // what Watch gave it). Each is taken only if newer than what the cluster
-// already told this replica; this replica's own connected claims among
-// them are then marked disconnected by the reaper, which gives every
-// proxy a grace period to reconnect (here or anywhere).
+// already told this replica. This replica's own claims among them are
+// then marked disconnected by the reaper as of now, however long the
+// daemon was down: every proxy gets a full grace period from the restart
+// to reconnect (here or anywhere), as core/workloads does for one replica.
 func (t *Table) Restore(rs []Record) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, r := range rs {
-		if r.Key != "" && r.Owner != "" {
-			t.mergeLocked(r, true)
+		if r.Key == "" || r.Owner == "" || r.Deleted {
+			continue
 		}
+		if r.Owner == t.name {
+			r.DisconnectedAt = 0 // same version: a peer's copy of it, if any, wins
+		}
+		t.mergeLocked(r, true)
 	}
 }
 
