@@ -208,3 +208,43 @@ func waitGone(t *testing.T, tbl *Table, key string) {
 	t.Helper()
 	testkit.Eventually(t, key+" removed", func() bool { _, ok := tbl.Get(key); return !ok })
 }
+
+// TestStaleHolderTakesOver: two proxies with one entry at two replicas
+// (the same IP claimed twice in a group). The later claim owns it; when
+// its proxy goes, the other replica, still holding a connection, claims
+// it at once instead of letting it be removed.
+func TestStaleHolderTakesOver(t *testing.T) {
+	n := three(t)
+	a, b := n.nodes["a"], n.nodes["b"]
+	const k = "ns/twice"
+	a.Claim(k, data("a"))
+	owned(t, n, k, "a", true, all...)
+	b.Claim(k, data("b"))
+	owned(t, n, k, "b", true, all...)
+	b.Release(k)
+	owned(t, n, k, "a", true, all...)
+	if r, _ := n.nodes["c"].Get(k); !bytes.Equal(r.Data, data("a")) {
+		t.Errorf("c: %+v, want a's data", r)
+	}
+	outlive(t, time.Now(), grace+5*20*time.Millisecond)
+	if r, ok := n.nodes["c"].Get(k); !ok || r.Owner != "a" || !r.Connected() {
+		t.Errorf("c after the grace period: %+v %v, want owned by a", r, ok)
+	}
+}
+
+// TestBadGossipDropped: a corrupt or foreign message from a peer is
+// dropped and the table keeps its state.
+func TestBadGossipDropped(t *testing.T) {
+	n := three(t)
+	a := n.nodes["a"]
+	a.Claim("ns/x", data("1"))
+	owned(t, n, "ns/x", "a", true, all...)
+	d := delegate{a.Table}
+	for _, msg := range [][]byte{{}, {0x7f}, append([]byte{msgRecord}, "{not json"...), append([]byte{msgState}, `[{"k":"ns/x"}]`...)} {
+		d.NotifyMsg(msg)
+		d.MergeRemoteState(msg, false)
+	}
+	if r, ok := a.Get("ns/x"); !ok || r.Owner != "a" || !r.Connected() || len(a.Records()) != 1 {
+		t.Errorf("after bad gossip: %+v %v, %d records", r, ok, len(a.Records()))
+	}
+}
