@@ -148,20 +148,23 @@ func clusterzOf(t *testing.T, d *Daemon) cluster.Status {
 	return s
 }
 
-// TestDaemonsFormACluster: two baremeshd with cluster: blocks find each
-// other through a seed; /debug/clusterz and /metrics show it, and a clean
-// stop leaves the cluster.
+// TestDaemonsFormACluster: three baremeshd with cluster: blocks, each on
+// its own ports, find each other through one seed; /debug/clusterz and
+// /metrics show it, and a clean stop leaves the cluster.
 func TestDaemonsFormACluster(t *testing.T) {
 	a, _ := runClustered(t, ClusterConfig{Name: "cp-a", Bind: "127.0.0.1:0"})
 	var addr string
 	testkit.Eventually(t, "cp-a's /debug/clusterz", func() bool { addr = clusterzOf(t, a).Addr; return addr != "" })
 	b, stopB := runClustered(t, ClusterConfig{Name: "cp-b", Bind: "127.0.0.1:0", Seeds: []string{addr}})
-	for _, d := range []*Daemon{a, b} {
-		testkit.Eventually(t, "two members on "+d.HTTPAddr(), func() bool { return len(clusterzOf(t, d).Members) == 2 })
+	c, _ := runClustered(t, ClusterConfig{Name: "cp-c", Bind: "127.0.0.1:0", Seeds: []string{addr}})
+	for _, d := range []*Daemon{a, b, c} {
+		testkit.Eventually(t, "three members on "+d.HTTPAddr(), func() bool { return len(clusterzOf(t, d).Members) == 3 })
 	}
-	if _, m := get(t, "http://"+a.HTTPAddr()+"/metrics"); !strings.Contains(m, "baremesh_cluster_members 2") {
-		t.Errorf("metrics lack baremesh_cluster_members 2")
+	if _, m := get(t, "http://"+a.HTTPAddr()+"/metrics"); !strings.Contains(m, "baremesh_cluster_members 3") {
+		t.Errorf("metrics lack baremesh_cluster_members 3")
 	}
 	stopB()
-	testkit.Eventually(t, "cp-a alone after cp-b left", func() bool { return len(clusterzOf(t, a).Members) == 1 })
+	for _, d := range []*Daemon{a, c} {
+		testkit.Eventually(t, "two members after cp-b left, on "+d.HTTPAddr(), func() bool { return len(clusterzOf(t, d).Members) == 2 })
+	}
 }
