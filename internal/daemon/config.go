@@ -81,6 +81,9 @@ type Config struct {
 	// overrides it). The default 50 keeps the resident set near the live
 	// heap after connect storms, for a little more GC CPU.
 	GCPercent int `json:"gcPercent"`
+	// Cluster makes this daemon one replica of several sharing their
+	// auto-registrations (README "Replicas"); no bind address, no cluster.
+	Cluster ClusterConfig `json:"cluster"`
 
 	// Identity (README "Identity"). TLSAddr is the TLS port of Istio's CA
 	// service (later also authenticated xDS); "" leaves it and the CA off.
@@ -178,6 +181,7 @@ func (c *Config) Validate() error {
 	if c.Debounce.Duration <= 0 || c.DebounceMax.Duration < c.Debounce.Duration {
 		errs = append(errs, fmt.Errorf("debounce: want 0 < debounce (%v) <= debounceMax (%v)", c.Debounce, c.DebounceMax))
 	}
+	errs = append(errs, c.Cluster.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -294,7 +298,7 @@ func ReadFile(path string) (Config, error) {
 			}
 		}
 	}
-	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CACertsDir, &cfg.Clusters} {
+	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CACertsDir, &cfg.Clusters, &cfg.Cluster.KeyFile} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}

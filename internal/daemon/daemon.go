@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
+	"github.com/baremesh/baremesh/core/cluster"
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
@@ -33,6 +34,7 @@ import (
 // Daemon is a running baremeshd.
 type Daemon struct {
 	cfg      Config
+	cluster  *cluster.Table // replicas (cluster.go); nil before Run
 	log      *slog.Logger
 	reg      *prometheus.Registry
 	agg      *store.Aggregate
@@ -107,6 +109,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	goRun := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	if err := d.startCluster(); err != nil {
+		return err
+	}
+	defer d.stopCluster()
 
 	fileMetrics := file.NewMetrics(d.reg)
 	var watchers []*file.Watcher
