@@ -53,6 +53,9 @@ type Registry struct {
 	// automatic address.
 	addrProblems map[config.Key]store.Problem
 	kube         kubeState // Kubernetes inputs (kube.go)
+	// accounts are the service accounts of each service's endpoints,
+	// joined (accounts.go).
+	accounts map[ServiceKey]string
 }
 
 // NewRegistry returns an empty registry.
@@ -147,6 +150,7 @@ func (r *Registry) Apply(events []store.Event) Change {
 	for n := range dirtyKube {
 		r.recomputeKubeSelected(n, ch)
 	}
+	r.noteAccountChanges(ch)
 	for sk := range ch.Services {
 		delete(ch.Endpoints, sk)
 	}
