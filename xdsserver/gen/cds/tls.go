@@ -1,9 +1,14 @@
 package cds
 
 import (
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/model"
@@ -13,8 +18,54 @@ import (
 
 const tlsSocketName = "envoy.transport_sockets.tls"
 
+// applyTLS sets a cluster's upstream TLS as Istio does: the
+// DestinationRule's tls when given; else, for a sidecar or gateway with
+// auto mTLS on (meshConfig enableAutoMtls, the default), a service inside
+// the mesh whose namespace is not PeerAuthentication DISABLE, and a
+// cluster with endpoints of its own (not ORIGINAL_DST): Istio mTLS to
+// endpoints labelled security.istio.io/tlsMode=istio (EDS carries the
+// label as transport socket match metadata), plaintext to the others.
+func applyTLS(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings) {
+	if t != nil {
+		c.TransportSocket = transportSocket(v, svc, p, subset, t)
+		return
+	}
+	if !autoMTLS(v, svc) || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
+		return
+	}
+	mtls := transportSocket(v, svc, p, subset, &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL})
+	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
+		{Name: "tlsMode-istio", Match: tlsModeIstio(), TransportSocket: mtls},
+		{Name: "tlsMode-disabled", Match: &structpb.Struct{}, TransportSocket: rawBuffer()},
+	}
+}
+
+func autoMTLS(v *scope.View, svc *model.Service) bool {
+	if svc.MeshExternal {
+		return false
+	}
+	if m := v.Push.Mesh; m != nil && m.GetEnableAutoMtls() != nil && !m.GetEnableAutoMtls().GetValue() {
+		return false
+	}
+	return scope.ServiceMTLS(v.Push, svc.Namespace) != scope.MTLSDisable
+}
+
+// TLSModeLabel is the endpoint label auto mTLS keys on; the EDS
+// generator copies it into the endpoint's transport socket match
+// metadata.
+const TLSModeLabel = "security.istio.io/tlsMode"
+
+func tlsModeIstio() *structpb.Struct {
+	return &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue("istio")}}
+}
+
+func rawBuffer() *corev3.TransportSocket {
+	return &corev3.TransportSocket{Name: "envoy.transport_sockets.raw_buffer",
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(&rawbufferv3.RawBuffer{})}}
+}
+
 // transportSocket builds the UpstreamTlsContext for a DestinationRule's
-// TLS mode; nil for DISABLE or no TLS settings (no auto mTLS yet).
+// TLS mode; nil for DISABLE.
 func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings) *corev3.TransportSocket {
 	var ctx *tlsv3.UpstreamTlsContext
 	switch t.GetMode() {
@@ -25,12 +76,21 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 		}
 		if !t.GetInsecureSkipVerify().GetValue() {
 			vc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(t.GetSubjectAltNames())}
-			if ca := t.GetCaCertificates(); ca != "" {
-				vc.TrustedCa = file(ca)
-			} else {
+			switch {
+			case t.GetCaCertificates() != "":
+				vc.TrustedCa = file(t.GetCaCertificates())
+			case t.GetCredentialName() != "":
+				vc = nil // the credential's ca.crt, as SDS "NAME-cacert"
+				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+					DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(t.GetSubjectAltNames())},
+					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: t.GetCredentialName() + "-cacert", SdsConfig: gen.ADS()},
+				}}
+			default:
 				vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: "/etc/ssl/certs/ca-certificates.crt"}}
 			}
-			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+			if vc != nil {
+				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+			}
 		}
 		if t.GetMode() == networking.ClientTLSSettings_MUTUAL {
 			if cred := t.GetCredentialName(); cred != "" {
@@ -47,11 +107,20 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 		if sni == "" {
 			sni = "outbound_." + gen.PortName(p.Number) + "_." + subset + "_." + svc.Hostname
 		}
+		names := t.GetSubjectAltNames()
+		if len(names) == 0 {
+			names = serviceIdentities(v, svc)
+		}
+		vc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(names)}
+		if t.GetInsecureSkipVerify().GetValue() {
+			vc = &tlsv3.CertificateValidationContext{}
+		}
 		ctx = &tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: &tlsv3.CommonTlsContext{
+			TlsParams:                      &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3},
 			AlpnProtocols:                  []string{"istio-peer-exchange", "istio"},
 			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}},
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(append(t.GetSubjectAltNames(), svc.SubjectAltNames...))},
+				DefaultValidationContext:         vc,
 				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds},
 			}},
 		}}
@@ -59,6 +128,26 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 		return nil
 	}
 	return &corev3.TransportSocket{Name: tlsSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
+}
+
+// serviceIdentities are the identities a service's workloads may present
+// (Istio's service accounts of a service): the ServiceEntry's
+// subjectAltNames and the SPIFFE IDs of its endpoints' service accounts
+// in the mesh trust domain. The snapshot's version covers both (a change
+// of the accounts is a service change, core/model accounts.go).
+func serviceIdentities(v *scope.View, svc *model.Service) []string {
+	out := slices.Clone(svc.SubjectAltNames)
+	td := "cluster.local"
+	if m := v.Push.Mesh; m != nil && m.GetTrustDomain() != "" {
+		td = m.GetTrustDomain()
+	}
+	for _, sa := range model.ServiceAccounts(v.Push.Endpoints.Endpoints(svc.Key())) {
+		id := "spiffe://" + td + "/ns/" + svc.Namespace + "/sa/" + sa
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func isWildcard(h string) bool { return len(h) > 0 && h[0] == '*' }
