@@ -31,29 +31,29 @@ func virtualOutbound(v *scope.View) *listenerv3.Listener {
 // ports through an HTTP connection manager with an inline route to
 // "inbound|PORT||", others through tcp_proxy), the rest passed through
 // to the original destination from 127.0.0.6. Auto-detected inbound
-// ports are served as TCP.
+// ports are served as TCP. Each port's chains follow its
+// PeerAuthentication mode (inboundtls.go); the TLS inspector tells TLS
+// from plaintext.
 func virtualInbound(v *scope.View) *listenerv3.Listener {
 	l := &listenerv3.Listener{
 		Name: gen.VirtualInboundListener, Address: gen.SocketAddress("0.0.0.0", gen.VirtualInboundPort),
 		UseOriginalDst: gen.Bool(true), TrafficDirection: corev3.TrafficDirection_INBOUND,
-		ListenerFilters: []*listenerv3.ListenerFilter{originalDst()},
+		ListenerFilters: []*listenerv3.ListenerFilter{originalDst(), tlsInspector()},
 		DefaultFilterChain: &listenerv3.FilterChain{Name: "InboundPassthroughFilterChain", Filters: []*listenerv3.Filter{
 			tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster),
 		}},
 	}
 	for _, inst := range scope.Inbound(v.Push, v.Proxy) {
 		cluster := gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")
-		fc := &listenerv3.FilterChain{
-			Name:             cluster,
-			FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: gen.U32(inst.TargetPort)},
-		}
 		stat := "inbound_0.0.0.0_" + gen.PortName(inst.TargetPort)
-		if inst.Port.Protocol.IsHTTP() {
-			fc.Filters = []*listenerv3.Filter{hcmFilter(hcmInline(stat, inboundRoute(cluster, inst)))}
-		} else {
-			fc.Filters = []*listenerv3.Filter{tcpProxy(stat, cluster)}
+		http := inst.Port.Protocol.IsHTTP()
+		filters := func() []*listenerv3.Filter {
+			if http {
+				return []*listenerv3.Filter{hcmFilter(hcmInline(stat, inboundRoute(cluster, inst)))}
+			}
+			return []*listenerv3.Filter{tcpProxy(stat, cluster)}
 		}
-		l.FilterChains = append(l.FilterChains, fc)
+		l.FilterChains = append(l.FilterChains, inboundFilterChains(v, cluster, inst.TargetPort, http, filters)...)
 	}
 	return l
 }
