@@ -51,6 +51,8 @@ func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset str
 	applyPolicy(c, v, p, policy, true)
 	if !proxyless {
 		applyTLS(c, v, svc, p, subset, policy.GetTls())
+	} else {
+		c.TransportSocket = grpcTLS(v, svc, policy.GetTls())
 	}
 	return c
 }

@@ -172,3 +172,23 @@ func sans(names []string) []*tlsv3.SubjectAltNameMatcher {
 	}
 	return out
 }
+
+// grpcTLS is a proxyless gRPC client's upstream TLS: as Istio, only a
+// DestinationRule's ISTIO_MUTUAL (no auto mTLS: a gRPC client may not
+// use xDS credentials), with the bootstrap's certificate provider and
+// the service's identities (or the rule's subjectAltNames) as SANs.
+func grpcTLS(v *scope.View, svc *model.Service, t *networking.ClientTLSSettings) *corev3.TransportSocket {
+	if t.GetMode() != networking.ClientTLSSettings_ISTIO_MUTUAL {
+		return nil
+	}
+	names := t.GetSubjectAltNames()
+	if len(names) == 0 {
+		names = serviceIdentities(v, svc)
+	}
+	var ms []*matcherv3.StringMatcher
+	for _, n := range names {
+		ms = append(ms, &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}})
+	}
+	ctx := &tlsv3.UpstreamTlsContext{CommonTlsContext: gen.GRPCTLSContext(ms)}
+	return &corev3.TransportSocket{Name: tlsSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
+}

@@ -1,12 +1,16 @@
 package lds
 
 import (
+	"slices"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/authz"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
@@ -33,7 +37,8 @@ func virtualOutbound(v *scope.View) *listenerv3.Listener {
 // to the original destination from 127.0.0.6. Auto-detected inbound
 // ports are served as TCP. Each port's chains follow its
 // PeerAuthentication mode (inboundtls.go); the TLS inspector tells TLS
-// from plaintext.
+// from plaintext. AuthorizationPolicies become RBAC filters: HTTP RBAC
+// before the router, network RBAC before tcp_proxy (authz).
 func virtualInbound(v *scope.View) *listenerv3.Listener {
 	l := &listenerv3.Listener{
 		Name: gen.VirtualInboundListener, Address: gen.SocketAddress("0.0.0.0", gen.VirtualInboundPort),
@@ -43,15 +48,25 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 			tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster),
 		}},
 	}
+	pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels)
+	var httpRBAC []*hcmv3.HttpFilter
+	var tcpRBAC []*listenerv3.Filter
+	if !pols.Empty() {
+		httpRBAC, tcpRBAC = pols.HTTPFilters(), pols.NetworkFilters()
+	}
 	for _, inst := range scope.Inbound(v.Push, v.Proxy) {
 		cluster := gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")
 		stat := "inbound_0.0.0.0_" + gen.PortName(inst.TargetPort)
 		http := inst.Port.Protocol.IsHTTP()
 		filters := func() []*listenerv3.Filter {
 			if http {
-				return []*listenerv3.Filter{hcmFilter(hcmInline(stat, inboundRoute(cluster, inst)))}
+				h := hcmInline(stat, inboundRoute(cluster, inst))
+				if len(httpRBAC) > 0 {
+					h.HttpFilters = append(slices.Clip(httpRBAC), h.HttpFilters...)
+				}
+				return []*listenerv3.Filter{hcmFilter(h)}
 			}
-			return []*listenerv3.Filter{tcpProxy(stat, cluster)}
+			return append(slices.Clip(tcpRBAC), tcpProxy(stat, cluster))
 		}
 		l.FilterChains = append(l.FilterChains, inboundFilterChains(v, cluster, inst.TargetPort, http, filters)...)
 	}
