@@ -174,8 +174,8 @@ func (s *secMesh) bootstrapFor(t *testing.T, nodeID, ns string, labels map[strin
 	t.Helper()
 	cert, key, root := s.issue(t, idNS, idSA)
 	b, err := json.Marshal(map[string]any{
-		"xds_servers": []any{map[string]any{"server_uri": s.d.XDSAddr(), "channel_creds": []any{map[string]any{"type": "insecure"}}, "server_features": []string{"xds_v3"}}},
-		"node":        map[string]any{"id": nodeID, "metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": ns, "LABELS": labels}},
+		"xds_servers":                            []any{map[string]any{"server_uri": s.d.XDSAddr(), "channel_creds": []any{map[string]any{"type": "insecure"}}, "server_features": []string{"xds_v3"}}},
+		"node":                                   map[string]any{"id": nodeID, "metadata": map[string]any{"GENERATOR": "grpc", "NAMESPACE": ns, "LABELS": labels}},
 		"server_listener_resource_name_template": "grpc/server?xds.resource.listening_address=%s",
 		"certificate_providers": map[string]any{"default": map[string]any{"plugin_name": "file_watcher", "config": map[string]any{
 			"certificate_file": cert, "private_key_file": key, "ca_certificate_file": root, "refresh_interval": "600s"}}},
