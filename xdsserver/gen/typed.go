@@ -25,7 +25,10 @@ import (
 // It packs as anypb.New does, but takes the type URL of the messages
 // packed per resource from typeURLs rather than building it each time.
 func MustAny(m proto.Message) *anypb.Any {
-	b, err := proto.Marshal(m)
+	// Deterministic: map fields (RBAC policies, Struct metadata) in key
+	// order, so the same config always packs to the same bytes (the wire
+	// layer versions and caches resources by their bytes).
+	b, err := deterministic.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("gen: packing %T: %v", m, err))
 	}
@@ -38,6 +41,8 @@ func MustAny(m proto.Message) *anypb.Any {
 }
 
 const typeURLPrefix = "type.googleapis.com/"
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // typeURLs are the type URLs of the configs packed once or more per
 // resource. Built at init, never altered.
