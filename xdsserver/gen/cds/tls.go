@@ -33,11 +33,30 @@ func applyTLS(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.P
 	if !autoMTLS(v, svc) || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
 		return
 	}
-	mtls := transportSocket(v, svc, p, subset, &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL})
+	mtls := transportSocket(v, svc, p, subset, autoMTLSSettings)
 	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
-		{Name: "tlsMode-istio", Match: tlsModeIstio(), TransportSocket: mtls},
-		{Name: "tlsMode-disabled", Match: &structpb.Struct{}, TransportSocket: rawBuffer()},
+		{Name: "tlsMode-istio", Match: tlsModeIstio, TransportSocket: mtls},
+		plaintextMatch,
 	}
+}
+
+// Shared, never altered: every auto mTLS cluster has them.
+var (
+	autoMTLSSettings = &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL}
+	tlsModeIstio     = &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue("istio")}}
+	plaintextMatch   = &clusterv3.Cluster_TransportSocketMatch{Name: "tlsMode-disabled", Match: &structpb.Struct{},
+		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.raw_buffer",
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(&rawbufferv3.RawBuffer{})}}}
+	istioTLSParams = &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}
+	istioALPN      = []string{"istio-peer-exchange", "istio"}
+	// Istio's SDS secrets, from the agent or over ADS (gen.WorkloadSDS).
+	agentDefault, agentRoot = sdsSecrets(&gen.Proxy{IstioVersion: "agent"})
+	adsDefault, adsRoot     = sdsSecrets(&gen.Proxy{})
+)
+
+func sdsSecrets(p *gen.Proxy) (def []*tlsv3.SdsSecretConfig, root *tlsv3.SdsSecretConfig) {
+	sds := gen.WorkloadSDS(p)
+	return []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}}, &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds}
 }
 
 func autoMTLS(v *scope.View, svc *model.Service) bool {
@@ -54,15 +73,6 @@ func autoMTLS(v *scope.View, svc *model.Service) bool {
 // generator copies it into the endpoint's transport socket match
 // metadata.
 const TLSModeLabel = "security.istio.io/tlsMode"
-
-func tlsModeIstio() *structpb.Struct {
-	return &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue("istio")}}
-}
-
-func rawBuffer() *corev3.TransportSocket {
-	return &corev3.TransportSocket{Name: "envoy.transport_sockets.raw_buffer",
-		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(&rawbufferv3.RawBuffer{})}}
-}
 
 // transportSocket builds the UpstreamTlsContext for a DestinationRule's
 // TLS mode; nil for DISABLE.
@@ -102,7 +112,10 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 			}
 		}
 	case networking.ClientTLSSettings_ISTIO_MUTUAL:
-		sds := gen.WorkloadSDS(v.Proxy)
+		def, root := adsDefault, adsRoot
+		if v.Proxy.IstioVersion != "" {
+			def, root = agentDefault, agentRoot
+		}
 		sni := t.GetSni()
 		if sni == "" {
 			sni = "outbound_." + gen.PortName(p.Number) + "_." + subset + "_." + svc.Hostname
@@ -116,12 +129,12 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 			vc = &tlsv3.CertificateValidationContext{}
 		}
 		ctx = &tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: &tlsv3.CommonTlsContext{
-			TlsParams:                      &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3},
-			AlpnProtocols:                  []string{"istio-peer-exchange", "istio"},
-			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}},
+			TlsParams:                      istioTLSParams,
+			AlpnProtocols:                  istioALPN,
+			TlsCertificateSdsSecretConfigs: def,
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         vc,
-				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds},
+				ValidationContextSdsSecretConfig: root,
 			}},
 		}}
 	default:
