@@ -209,8 +209,18 @@ func trustDomainID(v string) *rbacv3.Principal {
 	return authenticated(regexMatch(`spiffe://` + globRegex(v, `[^/]*`) + `/.*`))
 }
 
+// authenticated allocates the principal and its two wrappers as one
+// block (a policy set has one or more per rule).
 func authenticated(m *matcherv3.StringMatcher) *rbacv3.Principal {
-	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: m}}}
+	b := &struct {
+		p rbacv3.Principal
+		w rbacv3.Principal_Authenticated_
+		a rbacv3.Principal_Authenticated
+	}{}
+	b.a.PrincipalName = m
+	b.w.Authenticated = &b.a
+	b.p.Identifier = &b.w
+	return &b.p
 }
 
 func directIPID(v string) *rbacv3.Principal {
@@ -226,7 +236,13 @@ func hostPerm(v string) *rbacv3.Permission {
 }
 
 func methodPerm(v string) *rbacv3.Permission {
-	return &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: headerMatch(":method", v, false)}}
+	b := &struct {
+		p rbacv3.Permission
+		w rbacv3.Permission_Header
+	}{}
+	b.w.Header = headerMatch(":method", v, false)
+	b.p.Rule = &b.w
+	return &b.p
 }
 
 func portPerm(v string) *rbacv3.Permission {
@@ -272,7 +288,13 @@ func pathPerm(v string) *rbacv3.Permission {
 func headerMatch(name, v string, ignoreCase bool) *routev3.HeaderMatcher {
 	m := stringMatch(v, "")
 	m.IgnoreCase = ignoreCase && m.GetSafeRegex() == nil
-	return &routev3.HeaderMatcher{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: m}}
+	b := &struct {
+		h routev3.HeaderMatcher
+		w routev3.HeaderMatcher_StringMatch
+	}{}
+	b.w.StringMatch = m
+	b.h.Name, b.h.HeaderMatchSpecifier = name, &b.w
+	return &b.h
 }
 
 // stringMatch is Istio's string matching with an implied prefix: "*"
@@ -286,11 +308,25 @@ func stringMatch(v, prefix string) *matcherv3.StringMatcher {
 	case strings.HasPrefix(v, "*"):
 		return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: v[1:]}}
 	}
-	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: prefix + v}}
+	b := &struct {
+		m matcherv3.StringMatcher
+		w matcherv3.StringMatcher_Exact
+	}{}
+	b.w.Exact = prefix + v
+	b.m.MatchPattern = &b.w
+	return &b.m
 }
 
 func regexMatch(re string) *matcherv3.StringMatcher {
-	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: re}}}
+	b := &struct {
+		m matcherv3.StringMatcher
+		w matcherv3.StringMatcher_SafeRegex
+		r matcherv3.RegexMatcher
+	}{}
+	b.r.Regex = re
+	b.w.SafeRegex = &b.r
+	b.m.MatchPattern = &b.w
+	return &b.m
 }
 
 // globRegex quotes v for a regex, a leading or trailing '*' standing for
@@ -315,10 +351,15 @@ func cidr(v string) *corev3.CidrRange {
 	return &corev3.CidrRange{AddressPrefix: a.String(), PrefixLen: gen.U32(uint32(a.BitLen()))}
 }
 
-func anyPerm() *rbacv3.Permission { return &rbacv3.Permission{Rule: &rbacv3.Permission_Any{Any: true}} }
-func anyID() *rbacv3.Principal {
-	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Any{Any: true}}
-}
+// The "any" permission and principal, shared (never altered).
+var (
+	sharedAnyPerm = &rbacv3.Permission{Rule: &rbacv3.Permission_Any{Any: true}}
+	sharedAnyID   = &rbacv3.Principal{Identifier: &rbacv3.Principal_Any{Any: true}}
+)
+
+func anyPerm() *rbacv3.Permission { return sharedAnyPerm }
+
+func anyID() *rbacv3.Principal { return sharedAnyID }
 
 func orPerm(ps []*rbacv3.Permission) *rbacv3.Permission {
 	if len(ps) == 1 {
