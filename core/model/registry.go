@@ -56,6 +56,9 @@ type Registry struct {
 	// accounts are the service accounts of each service's endpoints,
 	// joined (accounts.go).
 	accounts map[ServiceKey]string
+	// policies are the security policies with a workload selector
+	// (policyselect.go).
+	policies map[config.Key]selectorPolicy
 }
 
 // NewRegistry returns an empty registry.
@@ -129,6 +132,8 @@ func (r *Registry) Apply(events []store.Event) Change {
 		case config.ServiceEntry:
 			r.applyServiceEntry(k, e.New, ch)
 			dirtySE[k] = true
+		case config.AuthorizationPolicy, config.PeerAuthentication:
+			r.notePolicy(k, e.New)
 		case config.WorkloadEntry:
 			old := r.workloads[k]
 			var nw *WorkloadInstance
