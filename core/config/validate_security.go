@@ -159,6 +159,16 @@ func checkSource(errs *Errors, f string, s *security.Source, action security.Aut
 			}
 		}
 	}
+	for _, l := range lists[:2] {
+		for i, p := range l.v {
+			checkPrincipal(errs, idx(f+"."+l.name, i), p)
+		}
+	}
+	for _, l := range append(lists[2:6:6], lists[12:]...) {
+		for i, v := range l.v {
+			checkGlob(errs, idx(f+"."+l.name, i), v)
+		}
+	}
 	if action == security.AuthorizationPolicy_CUSTOM {
 		for _, l := range lists[:8] {
 			if len(l.v) > 0 {
@@ -197,6 +207,79 @@ func checkOperation(errs *Errors, f string, op *security.Operation) {
 			}
 		}
 	}
+	for _, l := range lists[6:8] {
+		for i, p := range l.v {
+			checkAuthzPath(errs, idx(f+"."+l.name, i), p)
+		}
+	}
+	for _, l := range append(lists[0:2:2], lists[4:6]...) {
+		for i, v := range l.v {
+			checkGlob(errs, idx(f+"."+l.name, i), v)
+		}
+	}
+}
+
+// checkPrincipal: Istio's principals are SPIFFE IDs without the
+// "spiffe://" scheme ("cluster.local/ns/NS/sa/SA"); one written with it
+// would never match.
+func checkPrincipal(errs *Errors, f, p string) {
+	if strings.HasPrefix(p, "spiffe://") {
+		errs.Add(f, "%q: write principals without \"spiffe://\" (%q)", p, strings.TrimPrefix(p, "spiffe://"))
+		return
+	}
+	checkGlob(errs, f, p)
+	if strings.ContainsAny(p, " \t\n") {
+		errs.Add(f, "%q: a principal has no whitespace", p)
+	}
+}
+
+// checkGlob: a match value may have one '*', at its start or its end
+// (or be "*"), as Istio matches prefixes and suffixes only.
+func checkGlob(errs *Errors, f, v string) {
+	if v == "*" || v == "" {
+		return
+	}
+	inner := strings.TrimSuffix(strings.TrimPrefix(v, "*"), "*")
+	if strings.Contains(inner, "*") || (strings.HasPrefix(v, "*") && strings.HasSuffix(v, "*")) {
+		errs.Add(f, "%q: '*' is allowed only at the start or the end", v)
+	}
+}
+
+// checkAuthzPath: a path to match is "*", starts with '/' or is a suffix
+// ("*.html"); it has no query, fragment, whitespace or control
+// characters; '*' only at its start or end, or in the templates "{*}"
+// and "{**}" as whole segments ("{**}" last).
+func checkAuthzPath(errs *Errors, f, p string) {
+	if p == "" || p == "*" {
+		return
+	}
+	for _, r := range p {
+		if r <= ' ' || r == 0x7f || r == '?' || r == '#' {
+			errs.Add(f, "%q: %q is not allowed in a path", p, r)
+			return
+		}
+	}
+	if !strings.HasPrefix(p, "/") && !strings.HasPrefix(p, "*") {
+		errs.Add(f, "%q: a path starts with '/' (or '*' for a suffix)", p)
+		return
+	}
+	if strings.Contains(p, "{") || strings.Contains(p, "}") {
+		segs := strings.Split(p, "/")
+		for i, seg := range segs {
+			switch {
+			case seg == "{*}":
+			case seg == "{**}" && i == len(segs)-1:
+			case strings.ContainsAny(seg, "{}"):
+				errs.Add(f, "%q: templates are the whole segments {*} and {**} ({**} last)", p)
+				return
+			}
+		}
+		if strings.Contains(strings.NewReplacer("{**}", "", "{*}", "").Replace(p), "*") {
+			errs.Add(f, "%q: a template path has no other '*'", p)
+		}
+		return
+	}
+	checkGlob(errs, f, p)
 }
 
 func checkPortString(errs *Errors, f, p string) {

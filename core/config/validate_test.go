@@ -242,6 +242,14 @@ var rows = []row{
 	{"AP bad ipBlock", ap("  rules: [{from: [{source: {ipBlocks: [\"10.0.0.0/40\"]}}]}]\n"), "spec.rules[0].from[0].source.ipBlocks[0]"},
 	{"AP when without values", ap("  rules: [{when: [{key: \"request.auth.claims[iss]\"}]}]\n"), "spec.rules[0].when[0]"},
 	{"AP when unknown key", ap("  rules: [{when: [{key: request.color, values: [red]}]}]\n"), "spec.rules[0].when[0].key"},
+	{"AP principal with scheme", ap("  rules: [{from: [{source: {principals: [\"spiffe://cluster.local/ns/a/sa/b\"]}}]}]\n"), "spec.rules[0].from[0].source.principals[0]"},
+	{"AP principal wildcard inside", ap("  rules: [{from: [{source: {notPrincipals: [\"cluster.local/*/sa/b\"]}}]}]\n"), "spec.rules[0].from[0].source.notPrincipals[0]"},
+	{"AP namespace wildcard both ends", ap("  rules: [{from: [{source: {namespaces: [\"*a*\"]}}]}]\n"), "spec.rules[0].from[0].source.namespaces[0]"},
+	{"AP path with query", ap("  rules: [{to: [{operation: {paths: [\"/a?b=1\"]}}]}]\n"), "spec.rules[0].to[0].operation.paths[0]"},
+	{"AP path with space", ap("  rules: [{to: [{operation: {notPaths: [\"/a b\"]}}]}]\n"), "spec.rules[0].to[0].operation.notPaths[0]"},
+	{"AP path not absolute", ap("  rules: [{to: [{operation: {paths: [\"api/x\"]}}]}]\n"), "spec.rules[0].to[0].operation.paths[0]"},
+	{"AP path bad template", ap("  rules: [{to: [{operation: {paths: [\"/a/{**}/b\"]}}]}]\n"), "spec.rules[0].to[0].operation.paths[0]"},
+	{"AP path template and suffix valid", ap("  rules: [{to: [{operation: {paths: [\"/items/{*}/detail\", \"*.json\", \"/api/*\", \"/x/{**}\"]}}]}]\n"), ""},
 	{"AP selector and targetRef", ap("  selector: {matchLabels: {app: a}}\n  targetRef: {kind: Service, name: a}\n"), "spec.selector"},
 }
 

@@ -140,6 +140,7 @@ func (r *Registry) ApplyKube(u KubeUpdate) Change {
 	for n := range dirtyKube {
 		r.recomputeKubeSelected(n, ch)
 	}
+	r.noteAccountChanges(ch)
 	for sk := range ch.Services {
 		delete(ch.Endpoints, sk)
 	}

@@ -76,8 +76,9 @@ func TestKubeServiceSelectsWorkloadEntries(t *testing.T) {
 	h.reg.ApplyKube(model.KubeUpdate{Cluster: "c1", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.1", sel, "10.1.0.1")}})
 	h.reg.ApplyKube(model.KubeUpdate{Cluster: "c2", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.9", sel)}})
 	ch := h.put(we("vm1", "192.168.1.10", "reviews"), we("other", "192.168.1.11", "ratings"))
-	if !ch.Endpoints[sk] {
-		t.Fatalf("a WorkloadEntry the Service selects should change its endpoints: %+v", ch)
+	// Its account ("sa") is new to the service: a service change.
+	if !ch.Services[sk] {
+		t.Fatalf("a WorkloadEntry with a new account the Service selects should change it: %+v", ch)
 	}
 	eps := h.reg.Endpoints().Endpoints(sk)
 	if got := addrs(eps); len(got) != 2 || got[0] != "10.1.0.1" || got[1] != "192.168.1.10" {
@@ -108,8 +109,10 @@ func TestServiceEntrySelectsPods(t *testing.T) {
 	pod := &model.WorkloadInstance{Name: "reviews-0", Namespace: "ns", Address: "10.1.0.7", Labels: map[string]string{"app": "reviews"},
 		ServiceAccount: "reviews", Locality: "r/z", Weight: 1, Healthy: true, Source: model.PodKey("c1", "ns", "reviews-0")}
 	ch := h.reg.ApplyKube(model.KubeUpdate{Cluster: "c1", Full: true, Pods: []*model.WorkloadInstance{pod}})
-	if len(ch.Services) != 0 || !ch.Endpoints[svcKey] {
-		t.Fatalf("a selected pod should change endpoints only: %+v", ch)
+	// The pod brings the service its first account ("reviews"): cluster
+	// SANs change, so the service does (accounts.go).
+	if !ch.Services[svcKey] {
+		t.Fatalf("a selected pod with a new service account should change the service: %+v", ch)
 	}
 	eps := h.reg.Endpoints().Endpoints(svcKey)
 	if len(eps) != 2 || eps[0].Address != "10.1.0.7" || eps[0].Locality != "r/z" || eps[0].Workload != pod.Source {

@@ -18,7 +18,8 @@ const maxNamedHosts = 5
 // ServiceEntries some of whose hosts got no automatic address
 // (ErrAddressesExhausted), one problem each, sorted by origin and line.
 // Those hosts are services without an address until their ServiceEntry
-// changes after addresses were freed.
+// changes after addresses were freed. And the AuthorizationPolicies and
+// PeerAuthentications whose selector matches no registered workload.
 func (r *Registry) Problems() []store.Problem {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -26,6 +27,7 @@ func (r *Registry) Problems() []store.Problem {
 	for _, p := range r.addrProblems {
 		out = append(out, p)
 	}
+	out = append(out, r.policyProblems()...)
 	slices.SortFunc(out, func(a, b store.Problem) int {
 		if c := strings.Compare(a.Origin, b.Origin); c != 0 {
 			return c

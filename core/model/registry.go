@@ -53,6 +53,12 @@ type Registry struct {
 	// automatic address.
 	addrProblems map[config.Key]store.Problem
 	kube         kubeState // Kubernetes inputs (kube.go)
+	// accounts are the service accounts of each service's endpoints,
+	// joined (accounts.go).
+	accounts map[ServiceKey]string
+	// policies are the security policies with a workload selector
+	// (policyselect.go).
+	policies map[config.Key]selectorPolicy
 }
 
 // NewRegistry returns an empty registry.
@@ -126,6 +132,8 @@ func (r *Registry) Apply(events []store.Event) Change {
 		case config.ServiceEntry:
 			r.applyServiceEntry(k, e.New, ch)
 			dirtySE[k] = true
+		case config.AuthorizationPolicy, config.PeerAuthentication:
+			r.notePolicy(k, e.New)
 		case config.WorkloadEntry:
 			old := r.workloads[k]
 			var nw *WorkloadInstance
@@ -147,6 +155,7 @@ func (r *Registry) Apply(events []store.Event) Change {
 	for n := range dirtyKube {
 		r.recomputeKubeSelected(n, ch)
 	}
+	r.noteAccountChanges(ch)
 	for sk := range ch.Services {
 		delete(ch.Endpoints, sk)
 	}

@@ -10,6 +10,7 @@ import (
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -24,7 +25,10 @@ import (
 // It packs as anypb.New does, but takes the type URL of the messages
 // packed per resource from typeURLs rather than building it each time.
 func MustAny(m proto.Message) *anypb.Any {
-	b, err := proto.Marshal(m)
+	// Deterministic: map fields (RBAC policies, Struct metadata) in key
+	// order, so the same config always packs to the same bytes (the wire
+	// layer versions and caches resources by their bytes).
+	b, err := deterministic.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("gen: packing %T: %v", m, err))
 	}
@@ -37,6 +41,8 @@ func MustAny(m proto.Message) *anypb.Any {
 }
 
 const typeURLPrefix = "type.googleapis.com/"
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // typeURLs are the type URLs of the configs packed once or more per
 // resource. Built at init, never altered.
@@ -115,6 +121,26 @@ func WorkloadSDS(p *Proxy) *corev3.ConfigSource {
 			GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
 				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: SDSClusterName},
 			}}},
+		}},
+	}
+}
+
+// GRPCCertProvider is the certificate provider instance Istio's
+// proxyless gRPC bootstrap defines (file watcher over the agent's
+// certificates): "default" for the workload certificate, "ROOTCA" for
+// the root.
+const GRPCCertProvider = "default"
+
+// GRPCTLSContext is the CommonTlsContext of proxyless gRPC mTLS, as
+// Istio writes it: certificate and root from the bootstrap's certificate
+// provider instance; sans, if any, checked on the server's certificate
+// (a client only: grpc-go refuses SAN matchers on a server).
+func GRPCTLSContext(sans []*matcherv3.StringMatcher) *tlsv3.CommonTlsContext {
+	return &tlsv3.CommonTlsContext{
+		TlsCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: SDSDefault},
+		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			CaCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: SDSRootCA},
+			MatchSubjectAltNames:          sans,
 		}},
 	}
 }

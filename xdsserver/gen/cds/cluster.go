@@ -50,7 +50,9 @@ func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset str
 	}
 	applyPolicy(c, v, p, policy, true)
 	if !proxyless {
-		c.TransportSocket = transportSocket(v, svc, p, subset, policy.GetTls())
+		applyTLS(c, v, svc, p, subset, policy.GetTls())
+	} else {
+		c.TransportSocket = grpcTLS(v, svc, policy.GetTls())
 	}
 	return c
 }

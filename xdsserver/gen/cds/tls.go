@@ -1,9 +1,14 @@
 package cds
 
 import (
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/model"
@@ -13,8 +18,64 @@ import (
 
 const tlsSocketName = "envoy.transport_sockets.tls"
 
+// applyTLS sets a cluster's upstream TLS as Istio does: the
+// DestinationRule's tls when given; else, for a sidecar or gateway with
+// auto mTLS on (meshConfig enableAutoMtls, the default), a service inside
+// the mesh whose namespace is not PeerAuthentication DISABLE, and a
+// cluster with endpoints of its own (not ORIGINAL_DST): Istio mTLS to
+// endpoints labelled security.istio.io/tlsMode=istio (EDS carries the
+// label as transport socket match metadata), plaintext to the others.
+func applyTLS(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings) {
+	if t != nil {
+		c.TransportSocket = transportSocket(v, svc, p, subset, t)
+		return
+	}
+	if !autoMTLS(v, svc) || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
+		return
+	}
+	mtls := transportSocket(v, svc, p, subset, autoMTLSSettings)
+	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
+		{Name: "tlsMode-istio", Match: tlsModeIstio, TransportSocket: mtls},
+		plaintextMatch,
+	}
+}
+
+// Shared, never altered: every auto mTLS cluster has them.
+var (
+	autoMTLSSettings = &networking.ClientTLSSettings{Mode: networking.ClientTLSSettings_ISTIO_MUTUAL}
+	tlsModeIstio     = &structpb.Struct{Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue("istio")}}
+	plaintextMatch   = &clusterv3.Cluster_TransportSocketMatch{Name: "tlsMode-disabled", Match: &structpb.Struct{},
+		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.raw_buffer",
+			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(&rawbufferv3.RawBuffer{})}}}
+	istioTLSParams = &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}
+	istioALPN      = []string{"istio-peer-exchange", "istio"}
+	// Istio's SDS secrets, from the agent or over ADS (gen.WorkloadSDS).
+	agentDefault, agentRoot = sdsSecrets(&gen.Proxy{IstioVersion: "agent"})
+	adsDefault, adsRoot     = sdsSecrets(&gen.Proxy{})
+)
+
+func sdsSecrets(p *gen.Proxy) (def []*tlsv3.SdsSecretConfig, root *tlsv3.SdsSecretConfig) {
+	sds := gen.WorkloadSDS(p)
+	return []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}}, &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds}
+}
+
+func autoMTLS(v *scope.View, svc *model.Service) bool {
+	if svc.MeshExternal {
+		return false
+	}
+	if m := v.Push.Mesh; m != nil && m.GetEnableAutoMtls() != nil && !m.GetEnableAutoMtls().GetValue() {
+		return false
+	}
+	return scope.ServiceMTLS(v.Push, svc.Namespace) != scope.MTLSDisable
+}
+
+// TLSModeLabel is the endpoint label auto mTLS keys on; the EDS
+// generator copies it into the endpoint's transport socket match
+// metadata.
+const TLSModeLabel = "security.istio.io/tlsMode"
+
 // transportSocket builds the UpstreamTlsContext for a DestinationRule's
-// TLS mode; nil for DISABLE or no TLS settings (no auto mTLS yet).
+// TLS mode; nil for DISABLE.
 func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings) *corev3.TransportSocket {
 	var ctx *tlsv3.UpstreamTlsContext
 	switch t.GetMode() {
@@ -25,12 +86,21 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 		}
 		if !t.GetInsecureSkipVerify().GetValue() {
 			vc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(t.GetSubjectAltNames())}
-			if ca := t.GetCaCertificates(); ca != "" {
-				vc.TrustedCa = file(ca)
-			} else {
+			switch {
+			case t.GetCaCertificates() != "":
+				vc.TrustedCa = file(t.GetCaCertificates())
+			case t.GetCredentialName() != "":
+				vc = nil // the credential's ca.crt, as SDS "NAME-cacert"
+				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+					DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(t.GetSubjectAltNames())},
+					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: t.GetCredentialName() + "-cacert", SdsConfig: gen.ADS()},
+				}}
+			default:
 				vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: "/etc/ssl/certs/ca-certificates.crt"}}
 			}
-			ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+			if vc != nil {
+				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
+			}
 		}
 		if t.GetMode() == networking.ClientTLSSettings_MUTUAL {
 			if cred := t.GetCredentialName(); cred != "" {
@@ -42,23 +112,55 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 			}
 		}
 	case networking.ClientTLSSettings_ISTIO_MUTUAL:
-		sds := gen.WorkloadSDS(v.Proxy)
+		def, root := adsDefault, adsRoot
+		if v.Proxy.IstioVersion != "" {
+			def, root = agentDefault, agentRoot
+		}
 		sni := t.GetSni()
 		if sni == "" {
 			sni = "outbound_." + gen.PortName(p.Number) + "_." + subset + "_." + svc.Hostname
 		}
+		names := t.GetSubjectAltNames()
+		if len(names) == 0 {
+			names = serviceIdentities(v, svc)
+		}
+		vc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(names)}
+		if t.GetInsecureSkipVerify().GetValue() {
+			vc = &tlsv3.CertificateValidationContext{}
+		}
 		ctx = &tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: &tlsv3.CommonTlsContext{
-			AlpnProtocols:                  []string{"istio-peer-exchange", "istio"},
-			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}},
+			TlsParams:                      istioTLSParams,
+			AlpnProtocols:                  istioALPN,
+			TlsCertificateSdsSecretConfigs: def,
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(append(t.GetSubjectAltNames(), svc.SubjectAltNames...))},
-				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds},
+				DefaultValidationContext:         vc,
+				ValidationContextSdsSecretConfig: root,
 			}},
 		}}
 	default:
 		return nil
 	}
 	return &corev3.TransportSocket{Name: tlsSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
+}
+
+// serviceIdentities are the identities a service's workloads may present
+// (Istio's service accounts of a service): the ServiceEntry's
+// subjectAltNames and the SPIFFE IDs of its endpoints' service accounts
+// in the mesh trust domain. The snapshot's version covers both (a change
+// of the accounts is a service change, core/model accounts.go).
+func serviceIdentities(v *scope.View, svc *model.Service) []string {
+	out := slices.Clone(svc.SubjectAltNames)
+	td := "cluster.local"
+	if m := v.Push.Mesh; m != nil && m.GetTrustDomain() != "" {
+		td = m.GetTrustDomain()
+	}
+	for _, sa := range model.ServiceAccounts(v.Push.Endpoints.Endpoints(svc.Key())) {
+		id := "spiffe://" + td + "/ns/" + svc.Namespace + "/sa/" + sa
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func isWildcard(h string) bool { return len(h) > 0 && h[0] == '*' }
@@ -82,4 +184,24 @@ func sans(names []string) []*tlsv3.SubjectAltNameMatcher {
 		out = append(out, &tlsv3.SubjectAltNameMatcher{SanType: typ, Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}}})
 	}
 	return out
+}
+
+// grpcTLS is a proxyless gRPC client's upstream TLS: as Istio, only a
+// DestinationRule's ISTIO_MUTUAL (no auto mTLS: a gRPC client may not
+// use xDS credentials), with the bootstrap's certificate provider and
+// the service's identities (or the rule's subjectAltNames) as SANs.
+func grpcTLS(v *scope.View, svc *model.Service, t *networking.ClientTLSSettings) *corev3.TransportSocket {
+	if t.GetMode() != networking.ClientTLSSettings_ISTIO_MUTUAL {
+		return nil
+	}
+	names := t.GetSubjectAltNames()
+	if len(names) == 0 {
+		names = serviceIdentities(v, svc)
+	}
+	var ms []*matcherv3.StringMatcher
+	for _, n := range names {
+		ms = append(ms, &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}})
+	}
+	ctx := &tlsv3.UpstreamTlsContext{CommonTlsContext: gen.GRPCTLSContext(ms)}
+	return &corev3.TransportSocket{Name: tlsSocketName, ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
 }

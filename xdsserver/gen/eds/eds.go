@@ -12,6 +12,7 @@ package eds
 
 import (
 	"fmt"
+	"google.golang.org/protobuf/types/known/structpb"
 	"net/netip"
 	"strings"
 
@@ -145,14 +146,25 @@ func lbEndpoint(ep *model.Endpoint) *endpointv3.LbEndpoint {
 	if w == 0 {
 		w = 1
 	}
-	return &endpointv3.LbEndpoint{
+	lb := &endpointv3.LbEndpoint{
 		HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
 			Address: gen.SocketAddress(ep.Address, ep.Port),
 		}},
 		HealthStatus:        status,
 		LoadBalancingWeight: gen.U32(w),
 	}
+	if mode := ep.Labels[tlsModeLabel]; mode != "" {
+		// Auto mTLS: the cluster's transport socket matches pick TLS
+		// for {tlsMode: istio}, as Istio's endpoints carry it.
+		lb.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+			"envoy.transport_socket_match": {Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(mode)}},
+		}}
+	}
+	return lb
 }
+
+// tlsModeLabel marks an endpoint that takes Istio mTLS (value "istio").
+const tlsModeLabel = "security.istio.io/tlsMode"
 
 // ParseLocality splits "region/zone/subzone" (parts may be missing). An
 // empty string gives an empty Locality, never nil: grpc-go NACKs a

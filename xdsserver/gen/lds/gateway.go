@@ -6,11 +6,13 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/authz"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
@@ -32,6 +34,19 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 			vsByGW = virtualServicesByGateway(v)
 		}
 		return vsByGW[gateway]
+	}
+	// AuthorizationPolicies selecting the gateway: HTTP RBAC before its
+	// HTTP filters, network RBAC before tcp_proxy (authz).
+	var gwHTTP []*hcmv3.HttpFilter
+	var gwTCP []*listenerv3.Filter
+	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
+		gwHTTP, gwTCP = append(pols.HTTPFilters(), sidecarHTTPFilters...), pols.NetworkFilters()
+	}
+	httpFilter := func(stat, route string) *listenerv3.Filter {
+		if gwHTTP == nil {
+			return rdsFilter(stat, route)
+		}
+		return hcmFilter(hcmRDS(stat, route, gwHTTP...))
 	}
 	var out []*listenerv3.Listener
 	tlsSockets := map[tlsKey]*corev3.TransportSocket{}
@@ -56,7 +71,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 			switch {
 			case strings.HasPrefix(s.RouteName, "http."):
 				if claim(nil) {
-					l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{rdsFilter(stat, s.RouteName)}})
+					l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{httpFilter(stat, s.RouteName)}})
 				}
 			case s.RouteName != "":
 				tls = true
@@ -74,13 +89,16 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 					filters [1]*listenerv3.Filter
 				}{}
 				b.m.ServerNames = names
-				b.filters[0] = rdsFilter(stat, s.RouteName)
+				b.filters[0] = httpFilter(stat, s.RouteName)
 				b.fc.FilterChainMatch, b.fc.TransportSocket, b.fc.Filters = &b.m, downstreamTLS(tlsSockets, s.Server.GetTls()), b.filters[:]
 				l.FilterChains = append(l.FilterChains, &b.fc)
 			default:
 				tls = tls || s.Server.GetTls() != nil
 				for _, fc := range l4Chains(v, s, boundTo(s.Gateway), stat) {
 					if claim(fc.GetFilterChainMatch().GetServerNames()) {
+						if gwTCP != nil {
+							fc.Filters = append(slices.Clip(gwTCP), fc.Filters...)
+						}
 						l.FilterChains = append(l.FilterChains, fc)
 					}
 				}

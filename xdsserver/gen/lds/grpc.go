@@ -9,8 +9,10 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/authz"
 	"github.com/baremesh/baremesh/xdsserver/gen/rds"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -36,7 +38,7 @@ func grpcListeners(v *scope.View, names []string) []gen.Resource {
 	for _, name := range names {
 		var l *listenerv3.Listener
 		if addr, ok := strings.CutPrefix(name, gen.GRPCServerListenerPrefix); ok {
-			l = grpcServerListener(name, addr)
+			l = grpcServerListener(v, name, addr)
 		} else if _, _, ok := v.ResolveTarget(name); ok {
 			l = grpcClientListener(v, name)
 		}
@@ -56,8 +58,15 @@ func grpcClientListener(v *scope.View, name string) *listenerv3.Listener {
 	return &listenerv3.Listener{Name: name, ApiListener: &listenerv3.ApiListener{ApiListener: gen.MustAny(h)}}
 }
 
-// grpcServerListener is nil when addr is no "IP:PORT".
-func grpcServerListener(name, addr string) *listenerv3.Listener {
+// grpcServerListener is nil when addr is no "IP:PORT". Its one filter
+// chain follows Istio's proxyless conventions: mTLS (the certificate
+// provider instance "default" of the server's bootstrap, a client
+// certificate required) when the port's PeerAuthentication is STRICT,
+// or PERMISSIVE on a workload labelled security.istio.io/tlsMode=istio
+// (its clients use mTLS; grpc-go cannot serve both on one port); else
+// plaintext. AuthorizationPolicies become HTTP RBAC filters before the
+// router, which grpc-go's xDS server enforces.
+func grpcServerListener(v *scope.View, name, addr string) *listenerv3.Listener {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil
@@ -70,12 +79,26 @@ func grpcServerListener(name, addr string) *listenerv3.Listener {
 			Action: &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}},
 		}},
 	}}}
+	h := hcmInline("inbound_"+strconv.Itoa(int(port)), rc)
+	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
+		h.HttpFilters = append(pols.HTTPFilters(), h.HttpFilters...)
+	}
+	fc := &listenerv3.FilterChain{
+		Name:    "inbound|" + strconv.Itoa(int(port)),
+		Filters: []*listenerv3.Filter{hcmFilter(h)},
+	}
+	mode := scope.PeerAuthnFor(v.Push, v.Proxy.Namespace, v.Proxy.Labels).PortMode(port)
+	if mode == scope.MTLSPermissive && v.Proxy.Labels["security.istio.io/tlsMode"] == "istio" {
+		mode = scope.MTLSStrict
+	}
+	if mode == scope.MTLSStrict {
+		fc.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{
+			TypedConfig: gen.MustAny(&tlsv3.DownstreamTlsContext{RequireClientCertificate: gen.Bool(true), CommonTlsContext: gen.GRPCTLSContext(nil)}),
+		}}
+	}
 	return &listenerv3.Listener{
 		Name: name, Address: gen.SocketAddress(ap.Addr().String(), port),
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
-		FilterChains: []*listenerv3.FilterChain{{
-			Name:    "inbound|" + strconv.Itoa(int(port)),
-			Filters: []*listenerv3.Filter{hcmFilter(hcmInline("inbound_"+strconv.Itoa(int(port)), rc))},
-		}},
+		FilterChains:     []*listenerv3.FilterChain{fc},
 	}
 }
