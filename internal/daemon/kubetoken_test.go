@@ -22,7 +22,9 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/core/testkit"
@@ -56,9 +58,34 @@ func TestKubeTokenAuthenticatesToCA(t *testing.T) {
 		return tr.Status.Token
 	}
 
+	// baremeshd's user has only what examples/mixed-mesh/clusterrole.yaml
+	// grants (reading, and system:auth-delegator for the reviews).
+	rbac, err := os.ReadFile("../../examples/mixed-mesh/clusterrole.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(rbac), "\n---") {
+		if strings.Contains(doc, "kind: ClusterRoleBinding") {
+			var b rbacv1.ClusterRoleBinding
+			if err := yaml.Unmarshal([]byte(doc), &b); err != nil {
+				t.Fatal(err)
+			}
+			_, err = kc.Client.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{})
+		} else {
+			var r rbacv1.ClusterRole
+			if err := yaml.Unmarshal([]byte(doc), &r); err != nil {
+				t.Fatal(err)
+			}
+			_, err = kc.Client.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	cfg := identityConfig(t)
 	cfg.Clusters = t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfg.Clusters, "east.yaml"), kc.Kubeconfig(t, "baremesh", nil), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.Clusters, "east.yaml"), kc.Kubeconfig(t, "baremesh", []string{}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := runDaemon(t, cfg)
