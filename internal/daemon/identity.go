@@ -97,7 +97,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		// Pods' agents: their service account tokens, reviewed by the
 		// cluster they name. d.kube is set by Run before the TLS port
 		// serves.
-		kr := &kube.TokenReviewer{Clusters: kubeClients{d}, TrustDomain: trustDomain}
+		kr := &kube.TokenReviewer{Clusters: kubeClients{d}, TrustDomain: trustDomain, Audiences: d.cfg.KubeTokenAudiences}
 		p.authn = append(p.authn.(identity.Chain), kr)
 		p.xdsAuthn = append(p.xdsAuthn.(identity.Chain), kr)
 	}
