@@ -3,8 +3,10 @@ package identity
 import (
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -19,21 +21,28 @@ type Credentials struct {
 	BearerToken string
 	// Peer is the remote address, for logs.
 	Peer string
+	// ClusterID is the Kubernetes cluster the caller says it runs in (the
+	// "clusterid" header Istio's agent sends), to choose where its service
+	// account token is reviewed; "" when not sent.
+	ClusterID string
 }
 
 // Method names how a caller was authenticated.
 const (
 	MethodToken      = "token"
 	MethodClientCert = "client-cert"
+	// MethodKubeToken: a Kubernetes service account token, reviewed by
+	// the cluster that issued it (TokenReview).
+	MethodKubeToken = "kube-token"
 )
 
 // Caller is an authenticated caller.
 type Caller struct {
 	ID ID
-	// Method is MethodToken or MethodClientCert (later: a Kubernetes token).
+	// Method is MethodToken, MethodClientCert or MethodKubeToken.
 	Method string
-	// Detail says with what: the token's ID, or the client certificate's
-	// serial number in hex.
+	// Detail says with what: the token's ID, the client certificate's
+	// serial number in hex, or the cluster that reviewed a Kubernetes token.
 	Detail string
 	// Group is the WorkloadGroup a join token names ("" otherwise).
 	Group string
@@ -63,7 +72,33 @@ var (
 	ErrTokenUsedUp      = errors.New("join token used up")
 	ErrTokenStore       = errors.New("join token store unavailable")
 	ErrIdentityMismatch = errors.New("requested identity differs from the caller's")
+	// Kubernetes service account tokens (sources/kube reviews them).
+	ErrKubeTokenInvalid   = errors.New("Kubernetes token not authenticated by its cluster")
+	ErrKubeTokenAudience  = errors.New("Kubernetes token not for this CA's audience")
+	ErrKubeTokenNotSA     = errors.New("Kubernetes token is not a service account's")
+	ErrKubeClusterUnknown = errors.New("Kubernetes cluster unknown")
+	ErrKubeReviewFailed   = errors.New("Kubernetes TokenReview failed (API server unreachable or refused the review)")
 )
+
+// Retryable reports whether err is the server's own trouble (a join token
+// store or a Kubernetes API server unavailable), so that the same
+// credential may succeed later.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrTokenStore) || errors.Is(err, ErrKubeReviewFailed)
+}
+
+// LooksLikeJWT reports whether a bearer token has a JWT's form: three
+// dot-separated base64url parts whose first decodes to a JSON object (a
+// join token starts with "bmt1." and its first part is not base64url
+// JSON). Nothing is verified.
+func LooksLikeJWT(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 || parts[0] == tokenPrefix || parts[1] == "" || parts[2] == "" {
+		return false
+	}
+	h, err := base64.RawURLEncoding.DecodeString(parts[0])
+	return err == nil && len(h) > 1 && h[0] == '{' && h[len(h)-1] == '}'
+}
 
 // reasons maps each error to a short metric label, most specific first:
 // when a Chain joins errors, the first listed that matches wins.
@@ -71,6 +106,11 @@ var reasons = []struct {
 	err    error
 	reason string
 }{
+	{ErrKubeReviewFailed, "kube_review_failed"},
+	{ErrKubeClusterUnknown, "kube_cluster_unknown"},
+	{ErrKubeTokenAudience, "kube_token_audience"},
+	{ErrKubeTokenNotSA, "kube_token_not_sa"},
+	{ErrKubeTokenInvalid, "kube_token_invalid"},
 	{ErrTokenExpired, "token_expired"},
 	{ErrTokenRevoked, "token_revoked"},
 	{ErrTokenUsedUp, "token_used_up"},
@@ -104,7 +144,8 @@ func Reason(err error) string {
 // to a bad request or the server's own trouble).
 func IsAuthError(err error) bool {
 	for _, e := range []error{ErrNoCredentials, ErrCertUntrusted, ErrCertExpired, ErrCertNoIdentity, ErrTokenMalformed,
-		ErrTokenUnknown, ErrTokenBadSecret, ErrTokenExpired, ErrTokenRevoked, ErrTokenUsedUp} {
+		ErrTokenUnknown, ErrTokenBadSecret, ErrTokenExpired, ErrTokenRevoked, ErrTokenUsedUp,
+		ErrKubeTokenInvalid, ErrKubeTokenAudience, ErrKubeTokenNotSA, ErrKubeClusterUnknown} {
 		if errors.Is(err, e) {
 			return true
 		}

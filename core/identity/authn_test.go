@@ -87,3 +87,17 @@ func TestChain(t *testing.T) {
 		t.Fatalf("spent token alone: %v (%s)", err, Reason(err))
 	}
 }
+
+func TestLooksLikeJWT(t *testing.T) {
+	for tok, want := range map[string]bool{
+		"eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln":                         true,
+		"bmt1.0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA": false, // a join token
+		"a.b.c":                  false, // three parts, no JSON header
+		"eyJhbGciOiJSUzI1NiJ9..": false,
+		"":                       false,
+	} {
+		if got := LooksLikeJWT(tok); got != want {
+			t.Errorf("LooksLikeJWT(%q) = %v, want %v", tok, got, want)
+		}
+	}
+}

@@ -55,6 +55,10 @@ type Config struct {
 	// ClusterDomain is the domain of Kubernetes Service hostnames
 	// (name.namespace.svc.DOMAIN); empty means cluster.local.
 	ClusterDomain string `json:"clusterDomain"`
+	// KubeTokenAudiences are the audiences a pod's service account token
+	// must be for to authenticate to the CA (as istiod's TOKEN_AUDIENCES);
+	// empty means istio-ca. Used only with clusters and tlsAddr.
+	KubeTokenAudiences []string `json:"kubeTokenAudiences,omitempty"`
 	// MeshConfig is the mesh config file (watched); missing means Istio's
 	// defaults.
 	MeshConfig string `json:"meshConfig"`

@@ -14,10 +14,30 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/xdsserver/ca"
 )
+
+// kubeClients is the Kubernetes source's clusters for the CA's token
+// reviews (none until Run starts the source, or when it did not start).
+type kubeClients struct{ d *Daemon }
+
+func (k kubeClients) ClusterClient(id string) (kubernetes.Interface, string) {
+	if k.d.kube == nil {
+		return nil, ""
+	}
+	return k.d.kube.ClusterClient(id)
+}
+
+func (k kubeClients) ClusterIDs() []string {
+	if k.d.kube == nil {
+		return nil
+	}
+	return k.d.kube.ClusterIDs()
+}
 
 // DefaultTLSSANs are the TLS port certificate's names when tlsSANs is
 // empty: the name Istio's agent checks, and this host's name.
@@ -72,6 +92,14 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	p.xdsAuthn = identity.Chain{
 		&identity.CertAuthenticator{CA: authority},
 		&identity.TokenAuthenticator{Store: tokens, TrustDomain: trustDomain, NoSpend: true},
+	}
+	if d.cfg.Clusters != "" {
+		// Pods' agents: their service account tokens, reviewed by the
+		// cluster they name. d.kube is set by Run before the TLS port
+		// serves.
+		kr := &kube.TokenReviewer{Clusters: kubeClients{d}, TrustDomain: trustDomain, Audiences: d.cfg.KubeTokenAudiences}
+		p.authn = append(p.authn.(identity.Chain), kr)
+		p.xdsAuthn = append(p.xdsAuthn.(identity.Chain), kr)
 	}
 	p.srv = ca.New(ca.Options{CA: authority, Authenticator: p.authn, TrustDomain: trustDomain,
 		DefaultTTL: d.cfg.WorkloadCertTTL.Duration, MaxTTL: d.cfg.MaxWorkloadCertTTL.Duration,

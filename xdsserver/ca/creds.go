@@ -14,7 +14,9 @@ import (
 // CredentialsFromContext takes what a gRPC call offers as proof of
 // identity: the TLS peer's certificates (as presented) and the bearer
 // token of the "authorization" header, as Istio's agent sends it
-// ("Bearer <token>"). The xDS server's authenticator seam uses it too.
+// ("Bearer <token>"), and the cluster ID of the "clusterid" header (where
+// a Kubernetes token is reviewed; as istiod, one value only). The xDS
+// server's authenticator seam uses it too.
 func CredentialsFromContext(ctx context.Context) identity.Credentials {
 	var c identity.Credentials
 	if p, ok := peer.FromContext(ctx); ok {
@@ -31,6 +33,9 @@ func CredentialsFromContext(ctx context.Context) identity.Credentials {
 				c.BearerToken = strings.TrimSpace(v[7:])
 				break
 			}
+		}
+		if v := md.Get("clusterid"); len(v) == 1 {
+			c.ClusterID = v[0]
 		}
 	}
 	return c

@@ -12,7 +12,6 @@ package ca
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -87,7 +86,7 @@ func (s *Server) CreateCertificate(ctx context.Context, req *pb.IstioCertificate
 	caller, err := s.opts.Authenticator.Authenticate(ctx, creds)
 	if err != nil {
 		code := codes.Unauthenticated
-		if errors.Is(err, identity.ErrTokenStore) {
+		if identity.Retryable(err) {
 			code = codes.Unavailable
 		}
 		return nil, s.refuse(log, code, fmt.Errorf("authentication failed: %w", err))
