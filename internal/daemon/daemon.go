@@ -21,6 +21,7 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/workloads"
 	"github.com/baremesh/baremesh/sources/file"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/xdsserver/ads"
@@ -44,7 +45,9 @@ type Daemon struct {
 	xdsLis, httpLis net.Listener
 	extra           []route
 	id              *identityParts // nil when tlsAddr is unset (identity.go)
-	kube            *kube.Source   // nil without clusters
+	wl              *workloads.Controller
+	groupsChanged   chan struct{}
+	kube            *kube.Source // nil without clusters
 }
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows
@@ -62,6 +65,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		EndpointsBypassDebounce: true, Logger: log.With("component", "push"),
 	})
 	d.agg.Subscribe(d.pipeline.OnEvents)
+	if err := checkPlaintextXDS(cfg); err != nil {
+		return nil, err
+	}
+	if err := d.setupWorkloads(); err != nil {
+		return nil, err
+	}
 	if d.xdsLis, err = net.Listen("tcp", cfg.XDSAddr); err != nil {
 		return nil, fmt.Errorf("xds listener: %w", err)
 	}
@@ -77,6 +86,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.xds = ads.New(d.pipeline, ads.Options{
 		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
+		Hooks: d.xdsHooks(),
 	})
 	d.xds.Register(d.grpc)
 	if err := d.setupIdentity(mesh); err != nil {
@@ -115,7 +125,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}, sink))
 	}
 	d.startKube(ctx, goRun) // after the files, before baremesh's own state: the precedence
-	d.agg.AttachMemory("baremesh", d.own)
+	d.agg.AttachMemory(ownSource, d.own)
 	for _, w := range watchers {
 		goRun(func() {
 			if err := w.Run(ctx); err != nil {
@@ -130,6 +140,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 	goRun(func() { d.pipeline.Run(ctx, synced) })
+	goRun(func() { d.followGroups(ctx, synced) })
 	goRun(func() { d.watchMesh(ctx) })
 
 	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
