@@ -33,6 +33,12 @@ type mesh struct {
 
 func startMesh(t *testing.T, files map[string]string) *mesh {
 	t.Helper()
+	return startMeshWith(t, files, nil)
+}
+
+// startMeshWith is startMesh with changes to the daemon's configuration.
+func startMeshWith(t *testing.T, files map[string]string, configure func(*daemon.Config)) *mesh {
+	t.Helper()
 	m := &mesh{t: t, dir: t.TempDir()}
 	for name, body := range files {
 		m.write(name, body)
@@ -42,6 +48,9 @@ func startMesh(t *testing.T, files map[string]string) *mesh {
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(m.dir, "no-meshconfig.yaml")
 	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	if configure != nil {
+		configure(&cfg)
+	}
 	level := slog.LevelWarn
 	if os.Getenv("E2E_DEBUG") != "" {
 		level = slog.LevelDebug
