@@ -311,3 +311,53 @@ func registrations(t *testing.T, m *mesh) []map[string]any {
 	getJSON(t, "http://"+m.d.HTTPAddr()+"/debug/registrationz", &page)
 	return page.Registrations
 }
+
+// TestAutoRegistrationSurvivesRestart: the entries are persisted under
+// stateDir, so the restarted daemon's first snapshot already has the VM
+// (a client of the new daemon reaches it before the VM reconnects), and
+// a VM that reconnects inside the grace period is never removed; one
+// that does not come back is (no stale entries, istio#28743).
+func TestAutoRegistrationSurvivesRestart(t *testing.T) {
+	static, vm := startBackend(t, "static"), startBackend(t, "vm")
+	stateDir := t.TempDir()
+	const grace = 3 * time.Second
+	configure := func(c *daemon.Config) {
+		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
+		c.RegistrationGrace = daemon.Duration{Duration: grace}
+	}
+	m1 := startMeshWith(t, vmFiles(static, vm), configure)
+	certFile, keyFile, rootFile := certFiles(t, stateDir, "default", "vm-sa")
+	if _, err := openADS(t, m1, rootFile, certFile, keyFile, "", "sidecar~127.0.0.1~vm-1.default~default.svc.cluster.local", "vm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openADS(t, m1, rootFile, certFile, keyFile, "", "sidecar~127.0.0.3~vm-3.default~default.svc.cluster.local", "vm"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, e2eWait, "two registrations", func() bool { return len(registrations(t, m1)) == 2 })
+	m1.stop()
+
+	m2 := startMeshWith(t, vmFiles(static, vm), configure)
+	if regs := registrations(t, m2); len(regs) != 2 {
+		t.Fatalf("restored registrations: %v", regs)
+	}
+	client := m2.xdsClient(t, "client")
+	testkit.EventuallyWithin(t, e2eWait, "the new daemon's client reaches the VM before it reconnects", func() bool {
+		for i := 0; i < 20; i++ {
+			if b, err := call(t.Context(), client); err == nil && b == "vm" {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := openADS(t, m2, rootFile, certFile, keyFile, "", "sidecar~127.0.0.1~vm-1.default~default.svc.cluster.local", "vm"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, e2eWait, "the VM that did not come back is removed", func() bool {
+		regs := registrations(t, m2)
+		return len(regs) == 1 && regs[0]["name"] == "vm-127.0.0.1" && regs[0]["connected"] == true
+	})
+	time.Sleep(grace) // past the reconnected entry's grace period: what is checked is that it stays
+	if regs := registrations(t, m2); len(regs) != 1 || regs[0]["connected"] != true {
+		t.Fatalf("reconnected entry: %v", regs)
+	}
+}

@@ -29,6 +29,8 @@ type mesh struct {
 	t   *testing.T
 	dir string
 	d   *daemon.Daemon
+	// stop stops the daemon (also at the test's end); idempotent.
+	stop func()
 }
 
 func startMesh(t *testing.T, files map[string]string) *mesh {
@@ -63,7 +65,8 @@ func startMeshWith(t *testing.T, files map[string]string, configure func(*daemon
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	m.stop = func() { cancel(); <-done }
+	t.Cleanup(m.stop)
 	select {
 	case <-d.Pipeline().Ready():
 	case <-time.After(10 * time.Second):
