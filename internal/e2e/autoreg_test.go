@@ -115,6 +115,7 @@ func startIdentityMesh(t *testing.T, files map[string]string) (*mesh, string) {
 type adsStream struct {
 	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
 	node   *corev3.Node
+	cancel context.CancelFunc
 }
 
 func openADS(t *testing.T, m *mesh, rootFile, certFile, keyFile, token, nodeID, group string) (*adsStream, error) {
@@ -148,7 +149,7 @@ func openADS(t *testing.T, m *mesh, rootFile, certFile, keyFile, token, nodeID, 
 		return nil, err
 	}
 	md, _ := structpb.NewStruct(map[string]any{"AUTO_REGISTER_GROUP": group, "GENERATOR": "grpc"})
-	a := &adsStream{stream: s, node: &corev3.Node{Id: nodeID, Metadata: md}}
+	a := &adsStream{stream: s, node: &corev3.Node{Id: nodeID, Metadata: md}, cancel: cancel}
 	if err := s.Send(&discovery.DiscoveryRequest{Node: a.node, TypeUrl: "type.googleapis.com/envoy.config.listener.v3.Listener", ResourceNames: []string{"echo.mesh:7070"}}); err != nil {
 		_, err = s.Recv() // the stream's status
 		return nil, err
@@ -296,12 +297,24 @@ func TestAutoRegistration(t *testing.T) {
 		t.Fatalf("metrics: %d", code)
 	}
 
+	// The group's template changes while the VM is connected: the entry
+	// follows (labels no longer select echo.mesh), then the group goes.
+	files := vmFiles(static, vm)["mesh.yaml"]
+	m.write("mesh.yaml", strings.Replace(files, "metadata: {labels: {app: echo}}", "metadata: {labels: {app: other}}", 1))
+	allTo(t, t.Context(), client, "static")
+	m.write("mesh.yaml", files)
+	testkit.EventuallyWithin(t, e2eWait, "the VM back after the template is restored", seen("vm"))
+	m.write("mesh.yaml", files[:strings.Index(files, "---\napiVersion: networking.istio.io/v1\nkind: WorkloadGroup")])
+	testkit.EventuallyWithin(t, e2eWait, "entries gone with their group", func() bool { return len(registrations(t, m)) == 0 })
+	allTo(t, t.Context(), client, "static")
+	m.write("mesh.yaml", files)
+
 	// A proxy of another service account may not join the group.
 	other, otherKey, _ := certFiles(t, stateDir, "default", "intruder")
-	_, err = openADS(t, m, rootFile, other, otherKey, "", "sidecar~127.0.0.2~x.default~default.svc.cluster.local", "vm")
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "runs as service account vm-sa") {
-		t.Fatalf("intruder: %v", err)
-	}
+	testkit.EventuallyWithin(t, e2eWait, "intruder refused for its service account (once the group is back)", func() bool {
+		_, err = openADS(t, m, rootFile, other, otherKey, "", "sidecar~127.0.0.2~x.default~default.svc.cluster.local", "vm")
+		return status.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "runs as service account vm-sa")
+	})
 }
 
 func registrations(t *testing.T, m *mesh) []map[string]any {
@@ -360,4 +373,39 @@ func TestAutoRegistrationSurvivesRestart(t *testing.T) {
 	if regs := registrations(t, m2); len(regs) != 1 || regs[0]["connected"] != true {
 		t.Fatalf("reconnected entry: %v", regs)
 	}
+}
+
+// TestDisconnectDuringPush: VMs whose streams end while pushes are under
+// way (config edits in a loop) are all marked and removed after the grace
+// period; nothing deadlocks or races (-race).
+func TestDisconnectDuringPush(t *testing.T) {
+	static, vm := startBackend(t, "static"), startBackend(t, "vm")
+	m, stateDir := startIdentityMesh(t, vmFiles(static, vm))
+	certFile, keyFile, rootFile := certFiles(t, stateDir, "default", "vm-sa")
+	var streams []*adsStream
+	for i := 1; i <= 5; i++ {
+		a, err := openADS(t, m, rootFile, certFile, keyFile, "", fmt.Sprintf("sidecar~127.0.1.%d~vm-%d.default~default.svc.cluster.local", i, i), "vm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, a)
+	}
+	testkit.EventuallyWithin(t, e2eWait, "five registrations", func() bool { return len(registrations(t, m)) == 5 })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 20; i++ {
+			m.write(fmt.Sprintf("extra-%d.yaml", i%3), fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: extra-%d, namespace: default}
+spec: {hosts: [extra%d.mesh], ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC, endpoints: [{address: 10.9.0.%d}]}
+`, i%3, i%3, i))
+		}
+	}()
+	for _, a := range streams {
+		_ = a.stream.CloseSend()
+		a.cancel()
+	}
+	<-done
+	testkit.EventuallyWithin(t, e2eWait, "every entry removed after the grace period", func() bool { return len(registrations(t, m)) == 0 })
 }
