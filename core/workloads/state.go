@@ -135,7 +135,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		registrations:   prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_autoregistrations_total", Help: "WorkloadEntries created for connecting proxies."}),
 		unregistrations: prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_autoregistration_removals_total", Help: "Auto-registered WorkloadEntries removed (grace period over, or group deleted)."}),
-		ignored:         prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_health_reports_ignored_total", Help: "istio.io/health reports from proxies without an auto-registered entry."}),
+		ignored:         prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_health_reports_ignored_total", Help: "Health reports from proxies without an auto-registered entry."}),
 		refusals:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_autoregistration_refusals_total", Help: "Connections refused by auto-registration, by reason."}, []string{"reason"}),
 		flips:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_workload_health_changes_total", Help: "Health changes of auto-registered entries, by new state."}, []string{"healthy"}),
 	}

@@ -3,7 +3,7 @@
 // that WorkloadGroup's template (Istio's conventions: name, annotations,
 // grace period after a disconnect), kept in baremesh's own in-memory store
 // (below every file in precedence), its Healthy state set from the
-// istio.io/health reports the proxy sends over its xDS stream, and the
+// health reports the proxy sends over its xDS stream, and the
 // whole persisted under the state directory so a restart loses nothing.
 //
 // It imports core only (config, model, store); the xDS server calls it
@@ -38,8 +38,11 @@ const (
 	AnnotationHealthChecks = "proxy.istio.io/health-checks-enabled"
 	// MetadataGroup is the node metadata key naming the WorkloadGroup.
 	MetadataGroup = "AUTO_REGISTER_GROUP"
-	// HealthType is the type URL of Istio's health reports.
-	HealthType = "istio.io/health"
+	// HealthType is the type URL of the health reports of Istio's agent
+	// (pkg/model.HealthInfoType); LegacyHealthType is the one older
+	// agents (and the issue) name.
+	HealthType       = "type.googleapis.com/istio.v1.HealthInformation"
+	LegacyHealthType = "istio.io/health"
 )
 
 // DefaultGrace is how long an entry outlives its proxy's disconnect.
@@ -285,10 +288,10 @@ func (c *Controller) startGrace(e *entry) {
 }
 
 // Report handles a request of a type the xDS server does not generate:
-// istio.io/health sets the Healthy state of the proxy's entry; others,
+// a health report sets the Healthy state of the proxy's entry; others,
 // and reports of proxies without an entry, are logged and dropped.
 func (c *Controller) Report(p *model.Proxy, typeURL string, errorDetail string, unhealthy bool) {
-	if typeURL != HealthType {
+	if typeURL != HealthType && typeURL != LegacyHealthType {
 		c.o.Logger.Debug("report of an unknown type ignored", "proxy", p.ID, "type", typeURL)
 		return
 	}

@@ -237,7 +237,11 @@ func TestHealthReports(t *testing.T) {
 	if healthy() || f.c.Registrations()[0].Health != "unhealthy" || f.c.Registrations()[0].HealthDetail != "connection refused" {
 		t.Fatalf("after an unhealthy report: %+v", f.c.Registrations())
 	}
-	f.c.Report(p, HealthType, "", false)
+	f.c.Report(p, "type.googleapis.com/istio.mesh.v1alpha1.ProxyConfig", "", false) // not health: ignored
+	if healthy() {
+		t.Fatal("a report of another type changed the health")
+	}
+	f.c.Report(p, LegacyHealthType, "", false)
 	if !healthy() || f.c.Registrations()[0].Health != "healthy" {
 		t.Fatalf("after a healthy report: %+v", f.c.Registrations())
 	}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/core/workloads"
 	"github.com/baremesh/baremesh/internal/daemon"
 )
 
@@ -110,7 +111,7 @@ func startIdentityMesh(t *testing.T, files map[string]string) (*mesh, string) {
 }
 
 // adsStream is a raw ADS stream over the TLS port (the way Istio's agent
-// sends istio.io/health), optionally with a client certificate or a
+// sends its health reports), optionally with a client certificate or a
 // bearer token.
 type adsStream struct {
 	stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
@@ -162,7 +163,7 @@ func openADS(t *testing.T, m *mesh, rootFile, certFile, keyFile, token, nodeID, 
 
 func (a *adsStream) health(t *testing.T, unhealthy string) {
 	t.Helper()
-	r := &discovery.DiscoveryRequest{TypeUrl: "istio.io/health"}
+	r := &discovery.DiscoveryRequest{TypeUrl: workloads.HealthType}
 	if unhealthy != "" {
 		r.ErrorDetail = &statuspb.Status{Code: 500, Message: unhealthy}
 	}
