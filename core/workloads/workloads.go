@@ -118,7 +118,8 @@ type entry struct {
 func (e *entry) key() string { return e.Namespace + "/" + e.Name }
 
 // New returns a controller and loads the persisted entries: each starts
-// disconnected, with a full grace period for its proxy to come back.
+// disconnected (istio.io/disconnectedAt = now), with a full grace period
+// for its proxy to come back.
 func New(o Options) (*Controller, error) {
 	if o.Grace <= 0 {
 		o.Grace = DefaultGrace
@@ -142,9 +143,9 @@ func New(o Options) (*Controller, error) {
 	defer c.mu.Unlock()
 	for _, e := range loaded {
 		e.conns = map[*model.Proxy]struct{}{}
-		if e.DisconnectedAt.IsZero() {
-			e.DisconnectedAt = now
-		}
+		// The grace period runs from this start, however long the daemon
+		// was down: its proxies could not reconnect meanwhile.
+		e.DisconnectedAt = now
 		e.Proxies = nil
 		c.entries[e.key()] = e
 		c.startGrace(e)

@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -288,7 +289,24 @@ func TestRestartKeepsEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.c.Report(p, HealthType, "down", true)
-	f.c.Stop() // the daemon stops; its connections end without Disconnect
+	f.c.Disconnect(gone) // one marked at shutdown ...
+	f.c.Stop()          // ... the daemon stops; the other connection ends without Disconnect
+	// ... and the daemon stays down far longer than the grace period.
+	data, err := os.ReadFile(f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range st["entries"].([]any) {
+		e.(map[string]any)["disconnectedAt"] = time.Now().Add(-time.Hour).Format(time.RFC3339Nano)
+	}
+	data, _ = json.Marshal(st)
+	if err := os.WriteFile(f.state, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// A new daemon: a fresh store, entries served from the state file
 	// before the groups are read.
@@ -299,6 +317,10 @@ func TestRestartKeepsEntries(t *testing.T) {
 	c, ok := g.entry("ns", "reviews-10.0.0.7")
 	if !ok || c.Annotations[model.AnnotationHealth] != model.Unhealthy || c.Annotations[AnnotationDisconnectedAt] == "" {
 		t.Fatalf("restored entry: %v %v", ok, c.Annotations)
+	}
+	time.Sleep(100 * time.Millisecond) // well inside the new grace period: what is checked is that nothing was removed
+	if len(g.agg.List(config.WorkloadEntry, "ns")) != 2 {
+		t.Fatal("restored entries removed at once: the grace period must run from the restart")
 	}
 	g.files.Update([]config.Config{group("ns", "reviews", "rev", false)}, nil)
 	g.files.Synced()
