@@ -290,7 +290,7 @@ func TestRestartKeepsEntries(t *testing.T) {
 	}
 	f.c.Report(p, HealthType, "down", true)
 	f.c.Disconnect(gone) // one marked at shutdown ...
-	f.c.Stop()          // ... the daemon stops; the other connection ends without Disconnect
+	f.c.Stop()           // ... the daemon stops; the other connection ends without Disconnect
 	// ... and the daemon stays down far longer than the grace period.
 	data, err := os.ReadFile(f.state)
 	if err != nil {
