@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -286,7 +287,18 @@ func TestAutoRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.EventuallyWithin(t, e2eWait, "client reaches the re-registered VM", seen("vm"))
+	dump := func() string {
+		_, body := httpGet(t, "http://"+m.d.HTTPAddr()+"/debug/config_dump?proxy="+url.QueryEscape("sidecar~127.0.0.1~client.default~default.svc.cluster.local"))
+		return body
+	}
+	vmPort := fmt.Sprint(vm.port)
+	if !strings.Contains(dump(), vmPort) {
+		t.Fatalf("the client's config has no endpoint on the VM's port %s", vmPort)
+	}
+	sent := time.Now()
 	agent.health(t, "connection refused")
+	testkit.EventuallyWithin(t, e2eWait, "the unhealthy VM out of the client's EDS", func() bool { return !strings.Contains(dump(), vmPort) })
+	t.Logf("unhealthy report → endpoint out of the client's EDS (config_dump, polled): %v", time.Since(sent).Round(time.Millisecond))
 	allTo(t, t.Context(), client, "static")
 	if regs := registrations(t, m); regs[0]["health"] != "unhealthy" {
 		t.Fatalf("registrationz: %v", regs)
