@@ -53,6 +53,7 @@ func (c *Controller) load() ([]*entry, error) {
 }
 
 // save writes every entry atomically (temp file, rename); c.mu is held.
+// Writes are coalesced (applyLocked), and Stop writes what is pending.
 func (c *Controller) save() error {
 	if c.o.StateFile == "" {
 		return nil

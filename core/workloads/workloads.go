@@ -89,7 +89,14 @@ type Controller struct {
 	byProxy map[*model.Proxy]string
 	timers  map[string]*time.Timer
 	stopped bool
+	// saveTimer is the pending state write: changes within saveDelay are
+	// written once (a connect storm would otherwise rewrite the whole file
+	// per proxy).
+	saveTimer *time.Timer
 }
+
+// saveDelay coalesces state writes.
+const saveDelay = 100 * time.Millisecond
 
 // entry is one auto-registered WorkloadEntry and its state.
 type entry struct {
@@ -344,6 +351,11 @@ func (c *Controller) Stop() {
 	for _, t := range c.timers {
 		t.Stop()
 	}
+	if c.saveTimer != nil {
+		c.saveTimer.Stop()
+		c.saveTimer = nil
+		c.saveLocked()
+	}
 }
 
 // applyLocked writes the named entries (rebuilt from their groups) and
@@ -380,6 +392,21 @@ func (c *Controller) applyLocked(ups, dels []string) {
 		cfgs = append(cfgs, cfg)
 	}
 	c.o.Store.Apply(cfgs, gone)
+	if c.o.StateFile != "" && c.saveTimer == nil && !c.stopped {
+		c.saveTimer = time.AfterFunc(saveDelay, func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.saveTimer == nil {
+				return // Stop wrote it
+			}
+			c.saveTimer = nil
+			c.saveLocked()
+		})
+	}
+}
+
+// saveLocked writes the state now; c.mu is held.
+func (c *Controller) saveLocked() {
 	if err := c.save(); err != nil {
 		c.o.Logger.Warn("auto-registration state not saved", "file", c.o.StateFile, "err", err)
 	}
