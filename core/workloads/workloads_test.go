@@ -21,7 +21,7 @@ import (
 func TestMain(m *testing.M) { testkit.Main(m.Run) }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	agg   *store.Aggregate
 	files store.Sink
 	own   *store.Memory
@@ -29,7 +29,7 @@ type fixture struct {
 	state string
 }
 
-func newFixture(t *testing.T, grace time.Duration, allowUnauth bool) *fixture {
+func newFixture(t testing.TB, grace time.Duration, allowUnauth bool) *fixture {
 	f := &fixture{t: t, agg: store.NewAggregate(), own: store.NewMemory(), state: filepath.Join(t.TempDir(), "entries.json")}
 	f.files = f.agg.AddSource("file:/conf")
 	f.agg.AttachMemory("baremesh", f.own)
