@@ -298,7 +298,13 @@ func TestAutoRegistration(t *testing.T) {
 	sent := time.Now()
 	agent.health(t, "connection refused")
 	testkit.EventuallyWithin(t, e2eWait, "the unhealthy VM out of the client's EDS", func() bool { return !strings.Contains(dump(), vmPort) })
-	t.Logf("unhealthy report → endpoint out of the client's EDS (config_dump, polled): %v", time.Since(sent).Round(time.Millisecond))
+	var acked time.Time
+	testkit.EventuallyWithin(t, e2eWait, "the client ACKs the EDS without the VM", func() bool {
+		st := typeStatus(m, "client", "eds")
+		acked = st.AckedAt
+		return st.AckedVer == st.SentVersion && st.AckedAt.After(sent)
+	})
+	t.Logf("unhealthy report → the client's ACK of the EDS without the VM: %v", acked.Sub(sent).Round(time.Millisecond))
 	allTo(t, t.Context(), client, "static")
 	if regs := registrations(t, m); regs[0]["health"] != "unhealthy" {
 		t.Fatalf("registrationz: %v", regs)
