@@ -64,7 +64,7 @@ spec:
 
 // certFiles signs a workload certificate for ns/sa with the daemon's CA
 // (read from its state directory) and writes cert, key and root files.
-func certFiles(t *testing.T, stateDir, ns, sa string) (certFile, keyFile, rootFile string) {
+func certFiles(t testing.TB, stateDir, ns, sa string) (certFile, keyFile, rootFile string) {
 	t.Helper()
 	ca, err := identity.LoadCA(identity.CAOptions{Dir: filepath.Join(stateDir, "ca")})
 	if err != nil {
@@ -102,7 +102,7 @@ func certFiles(t *testing.T, stateDir, ns, sa string) (certFile, keyFile, rootFi
 	return certFile, keyFile, rootFile
 }
 
-func startIdentityMesh(t *testing.T, files map[string]string) (*mesh, string) {
+func startIdentityMesh(t testing.TB, files map[string]string) (*mesh, string) {
 	stateDir := t.TempDir()
 	m := startMeshWith(t, files, func(c *daemon.Config) {
 		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}

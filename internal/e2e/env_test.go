@@ -26,7 +26,7 @@ import (
 
 // mesh is a running baremeshd over a temporary config directory.
 type mesh struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 	d   *daemon.Daemon
 	// stop stops the daemon (also at the test's end); idempotent.
@@ -39,7 +39,7 @@ func startMesh(t *testing.T, files map[string]string) *mesh {
 }
 
 // startMeshWith is startMesh with changes to the daemon's configuration.
-func startMeshWith(t *testing.T, files map[string]string, configure func(*daemon.Config)) *mesh {
+func startMeshWith(t testing.TB, files map[string]string, configure func(*daemon.Config)) *mesh {
 	t.Helper()
 	m := &mesh{t: t, dir: t.TempDir()}
 	for name, body := range files {
@@ -119,7 +119,7 @@ type backend struct {
 	delay time.Duration
 }
 
-func startBackend(t *testing.T, name string) *backend {
+func startBackend(t testing.TB, name string) *backend {
 	t.Helper()
 	b := &backend{name: name}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
