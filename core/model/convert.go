@@ -55,6 +55,15 @@ func (r *Registry) servicesFromEntry(c *config.Config, se *networking.ServiceEnt
 	return out
 }
 
+// AnnotationHealth on a WorkloadEntry stands for Istio's Healthy status
+// condition (baremesh's configs carry no status): Unhealthy makes its
+// endpoints unhealthy in EDS. Auto-registration sets it from the
+// proxy's istio.io/health reports.
+const (
+	AnnotationHealth = "baremesh.io/health"
+	Unhealthy        = "unhealthy"
+)
+
 func workloadFromEntry(c *config.Config) *WorkloadInstance {
 	we := c.Spec.(*networking.WorkloadEntry)
 	labels := maps.Clone(we.GetLabels())
@@ -70,7 +79,7 @@ func workloadFromEntry(c *config.Config) *WorkloadInstance {
 	return &WorkloadInstance{
 		Name: c.Name, Namespace: c.Namespace, Address: we.GetAddress(), Labels: labels,
 		Ports: we.GetPorts(), Network: we.GetNetwork(), Locality: we.GetLocality(),
-		Weight: we.GetWeight(), ServiceAccount: we.GetServiceAccount(), Healthy: true,
+		Weight: we.GetWeight(), ServiceAccount: we.GetServiceAccount(), Healthy: c.Annotations[AnnotationHealth] != Unhealthy,
 		Source: c.Key(),
 	}
 }

@@ -106,6 +106,17 @@ type Config struct {
 	// asks for none; MaxWorkloadCertTTL cuts longer requests.
 	WorkloadCertTTL    Duration `json:"workloadCertTTL"`
 	MaxWorkloadCertTTL Duration `json:"maxWorkloadCertTTL"`
+
+	// AllowRemotePlaintextXDS lets xdsAddr be a non-loopback address
+	// (plaintext xDS authenticates nobody; off by default).
+	AllowRemotePlaintextXDS bool `json:"allowRemotePlaintextXDS"`
+	// RegistrationGrace is how long an auto-registered WorkloadEntry
+	// outlives its proxy's disconnect (README "Auto-registration").
+	RegistrationGrace Duration `json:"registrationGrace"`
+	// AllowUnauthenticatedRegistration lets a proxy on plaintext xDS
+	// auto-register (off: only an authenticated proxy whose service
+	// account is its group's may).
+	AllowUnauthenticatedRegistration bool `json:"allowUnauthenticatedRegistration"`
 }
 
 // CADir is where the CA's files are: CACertsDir, else StateDir/ca.
@@ -132,6 +143,7 @@ func Defaults() Config {
 		StateDir:           "/var/lib/baremesh",
 		WorkloadCertTTL:    Duration{24 * time.Hour},
 		MaxWorkloadCertTTL: Duration{90 * 24 * time.Hour},
+		RegistrationGrace:  Duration{10 * time.Second},
 	}
 }
 
@@ -155,6 +167,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %q is not HOST:PORT: %v", name, addr, err))
 		}
+	}
+	if err := checkPlaintextXDS(*c); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TLSAddr != "" {
 		if _, _, err := net.SplitHostPort(c.TLSAddr); err != nil {

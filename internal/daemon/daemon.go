@@ -22,6 +22,7 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/workloads"
 	"github.com/baremesh/baremesh/sources/file"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/sources/mcp"
@@ -46,7 +47,9 @@ type Daemon struct {
 
 	xdsLis, httpLis net.Listener
 	extra           []route
-	id              *identityParts  // nil when tlsAddr is unset (identity.go)
+	id              *identityParts // nil when tlsAddr is unset (identity.go)
+	wl              *workloads.Controller
+	groupsChanged   chan struct{}
 	kube            *kube.Source    // nil without clusters
 	upstreams       []*mcp.Upstream // set in Run before the HTTP server starts
 }
@@ -66,6 +69,12 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		EndpointsBypassDebounce: true, Logger: log.With("component", "push"),
 	})
 	d.agg.Subscribe(d.pipeline.OnEvents)
+	if err := checkPlaintextXDS(cfg); err != nil {
+		return nil, err
+	}
+	if err := d.setupWorkloads(); err != nil {
+		return nil, err
+	}
 	if d.xdsLis, err = net.Listen("tcp", cfg.XDSAddr); err != nil {
 		return nil, fmt.Errorf("xds listener: %w", err)
 	}
@@ -81,6 +90,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.xds = ads.New(d.pipeline, ads.Options{
 		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
+		Hooks: d.xdsHooks(),
 	})
 	d.xds.Register(d.grpc)
 	if err := d.setupIdentity(mesh); err != nil {
@@ -133,7 +143,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.startKube(ctx, goRun) // after the files, before baremesh's own state: the precedence
-	d.agg.AttachMemory("baremesh", d.own)
+	d.agg.AttachMemory(ownSource, d.own)
 	for _, w := range watchers {
 		goRun(func() {
 			if err := w.Run(ctx); err != nil {
@@ -148,6 +158,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 	goRun(func() { d.pipeline.Run(ctx, synced) })
+	goRun(func() { d.followGroups(ctx, synced) })
 	goRun(func() { d.watchMesh(ctx) })
 
 	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}

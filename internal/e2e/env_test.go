@@ -26,12 +26,20 @@ import (
 
 // mesh is a running baremeshd over a temporary config directory.
 type mesh struct {
-	t   *testing.T
+	t   testing.TB
 	dir string
 	d   *daemon.Daemon
+	// stop stops the daemon (also at the test's end); idempotent.
+	stop func()
 }
 
 func startMesh(t *testing.T, files map[string]string) *mesh {
+	t.Helper()
+	return startMeshWith(t, files, nil)
+}
+
+// startMeshWith is startMesh with changes to the daemon's configuration.
+func startMeshWith(t testing.TB, files map[string]string, configure func(*daemon.Config)) *mesh {
 	t.Helper()
 	m := &mesh{t: t, dir: t.TempDir()}
 	for name, body := range files {
@@ -42,6 +50,9 @@ func startMesh(t *testing.T, files map[string]string) *mesh {
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(m.dir, "no-meshconfig.yaml")
 	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	if configure != nil {
+		configure(&cfg)
+	}
 	level := slog.LevelWarn
 	if os.Getenv("E2E_DEBUG") != "" {
 		level = slog.LevelDebug
@@ -54,7 +65,8 @@ func startMesh(t *testing.T, files map[string]string) *mesh {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	m.stop = func() { cancel(); <-done }
+	t.Cleanup(m.stop)
 	select {
 	case <-d.Pipeline().Ready():
 	case <-time.After(10 * time.Second):
@@ -107,7 +119,7 @@ type backend struct {
 	delay time.Duration
 }
 
-func startBackend(t *testing.T, name string) *backend {
+func startBackend(t testing.TB, name string) *backend {
 	t.Helper()
 	b := &backend{name: name}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

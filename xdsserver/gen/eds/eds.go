@@ -103,6 +103,12 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 		if ep.ServicePortName != p.Name || !scope.LabelsMatch(subset, ep.Labels) {
 			continue
 		}
+		if !ep.Healthy {
+			// As istiod (without "send unhealthy endpoints"): an unhealthy
+			// endpoint leaves EDS, else Envoy's panic threshold could still
+			// route to it.
+			continue
+		}
 		if svc.Resolution == model.ClientSideLB {
 			if _, err := netip.ParseAddr(ep.Address); err != nil {
 				continue // EDS needs IPs

@@ -1,0 +1,207 @@
+package workloads
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"maps"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/baremesh/baremesh/core/config"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// stateVersion is the persisted file's format.
+const stateVersion = 1
+
+type stateFile struct {
+	Version int      `json:"version"`
+	Entries []*entry `json:"entries"`
+}
+
+// load reads the persisted entries; a missing file is an empty state, a
+// corrupt one a clear error (the daemon does not start over it silently).
+func (c *Controller) load() ([]*entry, error) {
+	if c.o.StateFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(c.o.StateFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auto-registration state: %w", err)
+	}
+	var s stateFile
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("auto-registration state %s: %w (move it away to start with no registrations)", c.o.StateFile, err)
+	}
+	if s.Version != stateVersion {
+		return nil, fmt.Errorf("auto-registration state %s: version %d, want %d", c.o.StateFile, s.Version, stateVersion)
+	}
+	return s.Entries, nil
+}
+
+// save writes every entry atomically (temp file, rename); c.mu is held.
+// Writes are coalesced (applyLocked), and Stop writes what is pending.
+func (c *Controller) save() error {
+	if c.o.StateFile == "" {
+		return nil
+	}
+	s := stateFile{Version: stateVersion, Entries: c.sortedLocked()}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.o.StateFile), 0o700); err != nil {
+		return err
+	}
+	tmp := c.o.StateFile + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.o.StateFile)
+}
+
+func (c *Controller) sortedLocked() []*entry {
+	out := make([]*entry, 0, len(c.entries))
+	for _, e := range c.entries {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
+	return out
+}
+
+// Registration is one auto-registered entry as the debug page shows it.
+type Registration struct {
+	Namespace      string    `json:"namespace"`
+	Name           string    `json:"name"`
+	Group          string    `json:"group"`
+	Address        string    `json:"address"`
+	Connected      bool      `json:"connected"`
+	Proxies        []string  `json:"proxies,omitempty"`
+	ConnectedAt    time.Time `json:"connectedAt,omitzero"`
+	DisconnectedAt time.Time `json:"disconnectedAt,omitzero"`
+	// Health is "unknown" (no report yet), "healthy" or "unhealthy".
+	Health       string `json:"health"`
+	HealthDetail string `json:"healthDetail,omitempty"`
+}
+
+// Registrations returns every entry, sorted by namespace/name.
+func (c *Controller) Registrations() []Registration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Registration
+	for _, e := range c.sortedLocked() {
+		h := "unknown"
+		if e.Healthy != nil {
+			h = map[bool]string{true: "healthy", false: "unhealthy"}[*e.Healthy]
+		}
+		out = append(out, Registration{Namespace: e.Namespace, Name: e.Name, Group: e.Group, Address: e.Address,
+			Connected: len(e.conns) > 0, Proxies: e.Proxies, ConnectedAt: e.ConnectedAt, DisconnectedAt: e.DisconnectedAt,
+			Health: h, HealthDetail: e.HealthDetail})
+	}
+	return out
+}
+
+// Handler serves /debug/registrationz: the entries as JSON.
+func (c *Controller) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(map[string]any{"grace": c.o.Grace.String(), "allowUnauthenticated": c.o.AllowUnauthenticated,
+			"registrations": c.Registrations()})
+	})
+}
+
+// Metrics are the controller's counters. A nil *Metrics counts nothing.
+type Metrics struct {
+	registrations, unregistrations, ignored prometheus.Counter
+	refusals, flips                         *prometheus.CounterVec
+}
+
+// NewMetrics registers the counters with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		registrations:   prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_autoregistrations_total", Help: "WorkloadEntries created for connecting proxies."}),
+		unregistrations: prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_autoregistration_removals_total", Help: "Auto-registered WorkloadEntries removed (grace period over, or group deleted)."}),
+		ignored:         prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_health_reports_ignored_total", Help: "Health reports from proxies without an auto-registered entry."}),
+		refusals:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_autoregistration_refusals_total", Help: "Connections refused by auto-registration, by reason."}, []string{"reason"}),
+		flips:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_workload_health_changes_total", Help: "Health changes of auto-registered entries, by new state."}, []string{"healthy"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.registrations, m.unregistrations, m.ignored, m.refusals, m.flips)
+	}
+	return m
+}
+
+func (m *Metrics) registered() {
+	if m != nil {
+		m.registrations.Inc()
+	}
+}
+func (m *Metrics) unregistered() {
+	if m != nil {
+		m.unregistrations.Inc()
+	}
+}
+func (m *Metrics) ignoredReport() {
+	if m != nil {
+		m.ignored.Inc()
+	}
+}
+func (m *Metrics) refused(reason string) {
+	if m != nil {
+		m.refusals.WithLabelValues(reason).Inc()
+	}
+}
+func (m *Metrics) healthFlip(healthy bool) {
+	if m != nil {
+		m.flips.WithLabelValues(fmt.Sprint(healthy)).Inc()
+	}
+}
+
+// built is a WorkloadEntry as persisted.
+type built struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Spec        json.RawMessage   `json:"spec"`
+}
+
+func newBuilt(c *config.Config) *built {
+	spec, _ := protojson.Marshal(c.Spec)
+	return &built{Labels: c.Labels, Annotations: c.Annotations, Spec: spec}
+}
+
+func (b *built) config(e *entry, source string) (config.Config, error) {
+	if b == nil {
+		return config.Config{}, errors.New("no built entry")
+	}
+	spec := &networking.WorkloadEntry{}
+	if err := protojson.Unmarshal(b.Spec, spec); err != nil {
+		return config.Config{}, err
+	}
+	ann := maps.Clone(b.Annotations)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	delete(ann, AnnotationConnectedAt)
+	ann[AnnotationDisconnectedAt] = e.DisconnectedAt.UTC().Format(time.RFC3339Nano)
+	return config.Config{Meta: config.Meta{GVK: config.SchemaFor(config.WorkloadEntry).GVK(), Namespace: e.Namespace, Name: e.Name,
+		Labels: b.Labels, Annotations: ann, Source: config.Source{Name: source}}, Spec: spec}, nil
+}
+
+func protoCloneWE(t *networking.WorkloadEntry) *networking.WorkloadEntry {
+	return proto.Clone(t).(*networking.WorkloadEntry)
+}

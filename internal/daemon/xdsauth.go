@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/workloads"
+	"github.com/baremesh/baremesh/xdsserver/ads"
+	"github.com/baremesh/baremesh/xdsserver/ca"
+)
+
+// ownSource is the aggregate's name for baremesh's own state.
+const ownSource = "baremesh"
+
+// xdsHooks are the xDS server's connection hooks: authentication on the
+// TLS port (identity.go), the node-namespace check, and auto-registration.
+func (d *Daemon) xdsHooks() ads.Hooks {
+	return ads.Hooks{
+		Authenticate: d.authenticateXDS,
+		OnConnect: func(ctx context.Context, p *model.Proxy, _ net.Addr, id *model.Identity) error {
+			if id != nil && p.Namespace != id.Namespace {
+				// As istiod: a proxy may only ask for its own namespace's config.
+				return status.Errorf(codes.PermissionDenied, "node %q is in namespace %q but authenticated as %s", p.ID, p.Namespace, id.SPIFFEID())
+			}
+			if err := d.wl.Connect(p); err != nil {
+				return status.Error(codes.PermissionDenied, err.Error())
+			}
+			return nil
+		},
+		OnDisconnect: func(p *model.Proxy, _ error) { d.wl.Disconnect(p) },
+		OnReport: func(p *model.Proxy, r ads.Report) {
+			d.wl.Report(p, r.TypeURL, r.ErrorDetail.GetMessage(), r.ErrorDetail != nil)
+		},
+	}
+}
+
+// authenticateXDS identifies a caller on the TLS port by its client
+// certificate or bearer join token (checked, not spent); a plaintext
+// stream (the loopback xdsAddr) is unauthenticated.
+func (d *Daemon) authenticateXDS(ctx context.Context) (*model.Identity, error) {
+	pr, ok := peer.FromContext(ctx)
+	if !ok || d.id == nil {
+		return nil, nil
+	}
+	if _, tls := pr.AuthInfo.(credentials.TLSInfo); !tls {
+		return nil, nil
+	}
+	c, err := d.id.xdsAuthn.Authenticate(ctx, ca.CredentialsFromContext(ctx))
+	if err != nil {
+		if !identity.IsAuthError(err) {
+			return nil, status.Errorf(codes.Unavailable, "authentication: %v", err)
+		}
+		d.log.Info("xDS stream refused", "peer", pr.Addr, "reason", identity.Reason(err), "err", err)
+		return nil, status.Errorf(codes.Unauthenticated, "%s: %v", identity.Reason(err), err)
+	}
+	return &model.Identity{TrustDomain: c.ID.TrustDomain, Namespace: c.ID.Namespace, ServiceAccount: c.ID.ServiceAccount, Method: c.Method}, nil
+}
+
+// setupWorkloads makes the auto-registration controller, its debug page
+// and metrics.
+func (d *Daemon) setupWorkloads() error {
+	var stateFile string
+	if d.cfg.StateDir != "" {
+		stateFile = filepath.Join(d.cfg.StateDir, "workloads", "entries.json")
+	}
+	host, _ := os.Hostname()
+	wl, err := workloads.New(workloads.Options{
+		Store: d.own, Config: d.agg, OwnSource: ownSource, Grace: d.cfg.RegistrationGrace.Duration,
+		AllowUnauthenticated: d.cfg.AllowUnauthenticatedRegistration, StateFile: stateFile,
+		Controller: "baremeshd@" + host, Logger: d.log.With("component", "workloads"), Metrics: workloads.NewMetrics(d.reg),
+	})
+	if err != nil {
+		return err
+	}
+	d.wl = wl
+	d.groupsChanged = make(chan struct{}, 1)
+	d.agg.Subscribe(func(events []store.Event) {
+		for _, e := range events {
+			if e.Key().Kind == config.WorkloadGroup {
+				select {
+				case d.groupsChanged <- struct{}{}:
+				default:
+				}
+				return
+			}
+		}
+	})
+	d.Handle("/debug/registrationz", wl.Handler())
+	return nil
+}
+
+// followGroups rebuilds auto-registered entries when WorkloadGroups
+// change (outside the aggregate's handler: the rebuild writes the store),
+// once the sources have synced.
+func (d *Daemon) followGroups(ctx context.Context, synced <-chan struct{}) {
+	defer d.wl.Stop()
+	select {
+	case <-synced:
+	case <-ctx.Done():
+		return
+	}
+	d.wl.Resync()
+	for {
+		select {
+		case <-d.groupsChanged:
+			d.wl.Resync()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// checkPlaintextXDS refuses a plaintext xDS address that is not loopback
+// unless allowRemotePlaintextXDS says so: plaintext xDS authenticates
+// nobody.
+func checkPlaintextXDS(cfg Config) error {
+	if cfg.AllowRemotePlaintextXDS {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(cfg.XDSAddr)
+	if err != nil {
+		return nil // Validate names it
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("xdsAddr: %q is not a loopback address; plaintext xDS authenticates nobody (serve remote proxies on tlsAddr, or set allowRemotePlaintextXDS: true on a trusted network)", cfg.XDSAddr)
+}

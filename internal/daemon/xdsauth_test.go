@@ -1,0 +1,35 @@
+package daemon
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// TestPlaintextXDSLoopbackOnly: a non-loopback xdsAddr is refused (New and
+// check-config name the setting) unless allowRemotePlaintextXDS is set.
+func TestPlaintextXDSLoopbackOnly(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:0": true, "[::1]:0": true, "localhost:0": true, ":0": false, "0.0.0.0:0": false} {
+		cfg := identityConfig(t)
+		cfg.XDSAddr = addr
+		err := checkPlaintextXDS(cfg)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", addr, err)
+		}
+		if !ok && !strings.Contains(err.Error(), "allowRemotePlaintextXDS") {
+			t.Errorf("%s: error does not name the setting: %v", addr, err)
+		}
+	}
+	cfg := identityConfig(t)
+	cfg.XDSAddr = "0.0.0.0:0"
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+		t.Fatalf("New: %v", err)
+	}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "xdsAddr") {
+		t.Fatalf("Validate: %v", err)
+	}
+	cfg.AllowRemotePlaintextXDS = true // (not started: tests bind loopback only)
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("Validate with allowRemotePlaintextXDS: %v", err)
+	}
+}
