@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,8 +51,8 @@ type Daemon struct {
 	id              *identityParts // nil when tlsAddr is unset (identity.go)
 	wl              *workloads.Controller
 	groupsChanged   chan struct{}
-	kube            *kube.Source    // nil without clusters
-	upstreams       []*mcp.Upstream // set in Run before the HTTP server starts
+	kube            atomic.Pointer[kube.Source] // nil without clusters; set by Run, read by HTTP and CA handlers
+	upstreams       []*mcp.Upstream             // set in Run before the HTTP server starts
 }
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows

@@ -99,8 +99,8 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 		out.Conflicts = []store.Conflict{}
 	}
 	out.Model = d.registry.Problems()
-	if d.kube != nil {
-		out.Clusters = d.kube.Status()
+	if k := d.kube.Load(); k != nil {
+		out.Clusters = k.Status()
 	}
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}

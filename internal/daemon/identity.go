@@ -27,17 +27,19 @@ import (
 type kubeClients struct{ d *Daemon }
 
 func (k kubeClients) ClusterClient(id string) (kubernetes.Interface, string) {
-	if k.d.kube == nil {
+	src := k.d.kube.Load()
+	if src == nil {
 		return nil, ""
 	}
-	return k.d.kube.ClusterClient(id)
+	return src.ClusterClient(id)
 }
 
 func (k kubeClients) ClusterIDs() []string {
-	if k.d.kube == nil {
+	src := k.d.kube.Load()
+	if src == nil {
 		return nil
 	}
-	return k.d.kube.ClusterIDs()
+	return src.ClusterIDs()
 }
 
 // DefaultTLSSANs are the TLS port certificate's names when tlsSANs is

@@ -34,7 +34,7 @@ func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 		sink.Synced()
 		return
 	}
-	d.kube = src
+	d.kube.Store(src)
 	goRun(func() {
 		if err := src.Run(ctx); err != nil {
 			d.log.Error("Kubernetes source stopped", "err", err)
@@ -44,19 +44,21 @@ func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 
 // KubeStatus returns the Kubernetes clusters' state (nil without them).
 func (d *Daemon) KubeStatus() []kube.ClusterStatus {
-	if d.kube == nil {
+	src := d.kube.Load()
+	if src == nil {
 		return nil
 	}
-	return d.kube.Status()
+	return src.Status()
 }
 
 // kubeMeshChanged hands a new mesh config's discoverySelectors to the
 // Kubernetes source.
 func (d *Daemon) kubeMeshChanged(m *meshv1alpha1.MeshConfig) {
-	if d.kube == nil {
+	src := d.kube.Load()
+	if src == nil {
 		return
 	}
-	if err := d.kube.SetDiscoverySelectors(m.GetDiscoverySelectors()); err != nil {
+	if err := src.SetDiscoverySelectors(m.GetDiscoverySelectors()); err != nil {
 		d.log.Warn("mesh config's discoverySelectors refused; the namespaces selected stay", "err", err)
 	}
 }
