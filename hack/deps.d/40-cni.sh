@@ -19,7 +19,7 @@ if [[ ! -x $dir/bridge || ! -x $dir/host-local || ! -x $dir/loopback ]]; then
   fi
 fi
 assets=""
-for cand in "${KUBE_ASSETS_TOOL:-}" ../shared/tools/kube-assets /work/shared/tools/kube-assets; do
+for cand in "${KUBE_ASSETS_TOOL:-}" ../shared/tools/kube-assets; do
   [[ -n $cand && -x $cand ]] && { assets=$cand; break; }
 done
 if [[ -n $assets ]]; then

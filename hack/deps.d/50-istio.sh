@@ -6,7 +6,7 @@
 # Without the tool the tests that need these binaries skip and say why.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-for cand in "${ISTIO_BINS_TOOL:-}" ../shared/tools/istio-bins /work/shared/tools/istio-bins; do
+for cand in "${ISTIO_BINS_TOOL:-}" ../shared/tools/istio-bins; do
   if [[ -n $cand && -x $cand ]]; then
     "$cand" >/dev/null
     exit 0

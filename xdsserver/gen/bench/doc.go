@@ -1,4 +1,4 @@
 // Package bench holds the generator benchmarks over Istio's own xDS
-// benchmark configurations (/work/shared/bench/istio), for comparison
+// benchmark configurations (../shared/bench/istio beside the repository), for comparison
 // with istiod's figures. It has no non-test code.
 package bench
