@@ -160,3 +160,8 @@ func (d *Daemon) clusterz(w http.ResponseWriter, r *http.Request) {
 	}
 	d.cluster.Handler().ServeHTTP(w, r)
 }
+
+// Cluster is this replica's registration table (nil before Run when no
+// cluster is configured). Tests use it to stop a replica without leaving,
+// as a crash does.
+func (d *Daemon) Cluster() *cluster.Table { return d.cluster }
