@@ -84,11 +84,13 @@ func (c *Controller) sortedLocked() []*entry {
 
 // Registration is one auto-registered entry as the debug page shows it.
 type Registration struct {
-	Namespace      string    `json:"namespace"`
-	Name           string    `json:"name"`
-	Group          string    `json:"group"`
-	Address        string    `json:"address"`
-	Connected      bool      `json:"connected"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Group     string `json:"group"`
+	Address   string `json:"address"`
+	Connected bool   `json:"connected"`
+	// Owner is, with replicas, the replica holding the proxy's connection.
+	Owner          string    `json:"owner,omitempty"`
 	Proxies        []string  `json:"proxies,omitempty"`
 	ConnectedAt    time.Time `json:"connectedAt,omitzero"`
 	DisconnectedAt time.Time `json:"disconnectedAt,omitzero"`
@@ -108,7 +110,7 @@ func (c *Controller) Registrations() []Registration {
 			h = map[bool]string{true: "healthy", false: "unhealthy"}[*e.Healthy]
 		}
 		out = append(out, Registration{Namespace: e.Namespace, Name: e.Name, Group: e.Group, Address: e.Address,
-			Connected: len(e.conns) > 0, Proxies: e.Proxies, ConnectedAt: e.ConnectedAt, DisconnectedAt: e.DisconnectedAt,
+			Connected: len(e.conns) > 0 || (c.o.Registrations != nil && e.DisconnectedAt.IsZero()), Owner: e.owner, Proxies: e.Proxies, ConnectedAt: e.ConnectedAt, DisconnectedAt: e.DisconnectedAt,
 			Health: h, HealthDetail: e.HealthDetail})
 	}
 	return out

@@ -71,6 +71,11 @@ type Options struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics
 	Now        func() time.Time
+	// Registrations, if set, is the table replicated between replicas
+	// (core/cluster): entries, owners and grace periods are the table's,
+	// cluster-wide, and the controller's own timers and StateFile are not
+	// used. Nil: this daemon alone decides (one replica).
+	Registrations Registrations
 }
 
 // ConfigReader is what the controller needs of the aggregate.
@@ -88,6 +93,9 @@ type Controller struct {
 	// byProxy maps a connection to its entry key.
 	byProxy map[*model.Proxy]string
 	timers  map[string]*time.Timer
+	// held are, with Registrations, the entries this replica holds
+	// connections for (what it claimed), by key.
+	held    map[string]*entry
 	stopped bool
 	// saveTimer is the pending state write: changes within saveDelay are
 	// written once (a connect storm would otherwise rewrite the whole file
@@ -120,6 +128,8 @@ type entry struct {
 	// Built is the entry as last written, persisted so that a restart
 	// serves it before the groups are read again.
 	Built *built `json:"built,omitempty"`
+	// owner is, with Registrations, the replica owning the entry.
+	owner string
 }
 
 func (e *entry) key() string { return e.Namespace + "/" + e.Name }
@@ -140,7 +150,11 @@ func New(o Options) (*Controller, error) {
 	if o.Controller == "" {
 		o.Controller = "baremeshd"
 	}
-	c := &Controller{o: o, entries: map[string]*entry{}, byProxy: map[*model.Proxy]string{}, timers: map[string]*time.Timer{}}
+	c := &Controller{o: o, entries: map[string]*entry{}, byProxy: map[*model.Proxy]string{}, timers: map[string]*time.Timer{}, held: map[string]*entry{}}
+	if o.Registrations != nil {
+		o.Registrations.Watch(c.watch)
+		return c, nil
+	}
 	loaded, err := c.load()
 	if err != nil {
 		return nil, err
@@ -222,6 +236,11 @@ func (c *Controller) Connect(p *model.Proxy) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.o.Registrations != nil {
+		c.replicatedConnect(p, key, &entry{Namespace: ns, Name: name, Group: group, Address: p.IPs[0], Network: network,
+			ProxyLabels: maps.Clone(p.Labels), Locality: localityString(p), ConnectedAt: c.o.Now()})
+		return nil
+	}
 	e := c.entries[key]
 	fresh := e == nil
 	if fresh {
@@ -256,6 +275,10 @@ func (c *Controller) Disconnect(p *model.Proxy) {
 		return
 	}
 	delete(c.byProxy, p)
+	if c.o.Registrations != nil {
+		c.replicatedDisconnect(p, key)
+		return
+	}
 	e := c.entries[key]
 	if e == nil {
 		return
@@ -312,6 +335,13 @@ func (c *Controller) Report(p *model.Proxy, typeURL string, errorDetail string, 
 		return
 	}
 	e := c.entries[key]
+	if c.o.Registrations != nil {
+		e = c.held[key]
+	}
+	if e == nil {
+		c.o.Metrics.ignoredReport()
+		return
+	}
 	healthy := !unhealthy
 	if e.Healthy != nil && *e.Healthy == healthy && e.HealthDetail == errorDetail {
 		return
@@ -321,6 +351,12 @@ func (c *Controller) Report(p *model.Proxy, typeURL string, errorDetail string, 
 		c.o.Logger.Info("workload health changed", "entry", key, "healthy", healthy, "detail", errorDetail)
 	}
 	e.Healthy, e.HealthDetail = &healthy, errorDetail
+	if c.o.Registrations != nil {
+		if !c.o.Registrations.Update(key, e.payload()) {
+			c.o.Logger.Info("health report kept for a later claim: another replica owns the entry now", "proxy", p.ID, "entry", key)
+		}
+		return
+	}
 	c.applyLocked([]string{key}, nil)
 }
 
@@ -330,6 +366,10 @@ func (c *Controller) Report(p *model.Proxy, typeURL string, errorDetail string, 
 func (c *Controller) Resync() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.o.Registrations != nil {
+		c.replicatedResync()
+		return
+	}
 	var ups, dels []string
 	for key, e := range c.entries {
 		if _, ok := c.o.Config.Get(config.WorkloadGroup, e.Namespace, e.Group); !ok {
@@ -392,7 +432,7 @@ func (c *Controller) applyLocked(ups, dels []string) {
 		cfgs = append(cfgs, cfg)
 	}
 	c.o.Store.Apply(cfgs, gone)
-	if c.o.StateFile != "" && c.saveTimer == nil && !c.stopped {
+	if c.o.StateFile != "" && c.o.Registrations == nil && c.saveTimer == nil && !c.stopped {
 		c.saveTimer = time.AfterFunc(saveDelay, func() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -440,7 +480,7 @@ func (c *Controller) build(e *entry, wgc *config.Config) config.Config {
 		ann = map[string]string{}
 	}
 	ann[AnnotationGroup] = e.Group
-	ann[AnnotationController] = c.o.Controller
+	ann[AnnotationController] = c.controllerFor(e.owner)
 	if !e.ConnectedAt.IsZero() {
 		ann[AnnotationConnectedAt] = e.ConnectedAt.UTC().Format(time.RFC3339Nano)
 	}

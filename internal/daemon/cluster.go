@@ -116,11 +116,11 @@ func (c Config) ClusterOptions(grace time.Duration, logger *slog.Logger) (cluste
 }
 
 // startCluster starts this replica's registration table (a table of one
-// without a cluster: block) and serves /debug/clusterz. Called by Run.
-// The grace period is cluster.DefaultGrace until auto-registration's
-// setting is wired here.
+// without a cluster: block) and serves /debug/clusterz. Called by New with
+// a cluster (auto-registration claims through it), else by Run. The grace
+// period is registrationGrace: the table enforces it cluster-wide.
 func (d *Daemon) startCluster() error {
-	o, err := d.cfg.ClusterOptions(cluster.DefaultGrace, d.log)
+	o, err := d.cfg.ClusterOptions(d.cfg.RegistrationGrace.Duration, d.log)
 	if err != nil {
 		return err
 	}
@@ -134,6 +134,14 @@ func (d *Daemon) startCluster() error {
 		d.log.Info("cluster replica started", "name", o.Name, "gossip", t.Addr(), "seeds", o.Seeds, "encrypted", len(o.SecretKey) > 0)
 	}
 	return nil
+}
+
+// abortCluster closes a table started by New when New fails later.
+func (d *Daemon) abortCluster() {
+	if d.cluster != nil {
+		_ = d.cluster.Shutdown(false)
+		d.cluster = nil
+	}
 }
 
 // stopCluster leaves the cluster cleanly: the others take over this
@@ -152,3 +160,8 @@ func (d *Daemon) clusterz(w http.ResponseWriter, r *http.Request) {
 	}
 	d.cluster.Handler().ServeHTTP(w, r)
 }
+
+// Cluster is this replica's registration table (nil before Run when no
+// cluster is configured). Tests use it to stop a replica without leaving,
+// as a crash does.
+func (d *Daemon) Cluster() *cluster.Table { return d.cluster }

@@ -73,14 +73,25 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := checkPlaintextXDS(cfg); err != nil {
 		return nil, err
 	}
+	if cfg.Cluster.Enabled() {
+		// Replicas: auto-registration goes through the table, so it
+		// starts before the controller (without a cluster, Run starts a
+		// table of one as before).
+		if err := d.startCluster(); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.setupWorkloads(); err != nil {
+		d.abortCluster()
 		return nil, err
 	}
 	if d.xdsLis, err = net.Listen("tcp", cfg.XDSAddr); err != nil {
+		d.abortCluster()
 		return nil, fmt.Errorf("xds listener: %w", err)
 	}
 	if d.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		d.xdsLis.Close()
+		d.abortCluster()
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
 	d.grpc = grpc.NewServer(append(wire.GRPCServerOptions(),
@@ -97,6 +108,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := d.setupIdentity(mesh); err != nil {
 		d.xdsLis.Close()
 		d.httpLis.Close()
+		d.abortCluster()
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	d.pipeline.AddListener(d.xds.OnPush)
@@ -120,8 +132,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	goRun := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
-	if err := d.startCluster(); err != nil {
-		return err
+	if d.cluster == nil { // no cluster: configured: a table of one
+		if err := d.startCluster(); err != nil {
+			return err
+		}
 	}
 	defer d.stopCluster()
 

@@ -76,8 +76,16 @@ func (d *Daemon) setupWorkloads() error {
 		stateFile = filepath.Join(d.cfg.StateDir, "workloads", "entries.json")
 	}
 	host, _ := os.Hostname()
+	var reg workloads.Registrations
+	if d.cfg.Cluster.Enabled() {
+		// Entries, owners and grace periods are the replicated table's;
+		// its records are what every replica serves.
+		reg = d.cluster
+		host = d.cluster.Name()
+	}
 	wl, err := workloads.New(workloads.Options{
-		Store: d.own, Config: d.agg, OwnSource: ownSource, Grace: d.cfg.RegistrationGrace.Duration,
+		Registrations: reg,
+		Store:         d.own, Config: d.agg, OwnSource: ownSource, Grace: d.cfg.RegistrationGrace.Duration,
 		AllowUnauthenticated: d.cfg.AllowUnauthenticatedRegistration, StateFile: stateFile,
 		Controller: "baremeshd@" + host, Logger: d.log.With("component", "workloads"), Metrics: workloads.NewMetrics(d.reg),
 	})
