@@ -79,6 +79,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.xds = ads.New(d.pipeline, ads.Options{
 		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
+		ConvergenceSLO: cfg.ConvergenceSLO.Duration,
 	})
 	d.xds.Register(d.grpc)
 	if err := d.setupIdentity(mesh); err != nil {
