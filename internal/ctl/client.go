@@ -54,6 +54,18 @@ type proxyStatusJSON struct {
 	Connected time.Time    `json:"connected"`
 	Identity  string       `json:"identity,omitempty"` // the authenticated SPIFFE ID, if any
 	Types     []syncStatus `json:"types"`
+	// Convergence is the proxy's change→ACK record (ads.ConvergenceStatus);
+	// absent from daemons without it.
+	Convergence *convergenceJSON `json:"convergence,omitempty"`
+}
+
+type convergenceJSON struct {
+	Objective string `json:"objective,omitempty"`
+	Last      string `json:"last,omitempty"`
+	Worst     string `json:"worst,omitempty"`
+	Converged int    `json:"converged"`
+	Missed    int    `json:"missed"`
+	Pending   int    `json:"pending"`
 }
 
 type configDump struct {

@@ -87,6 +87,10 @@ func writeStatus(w io.Writer, ps []proxyStatusJSON, now time.Time) {
 	for _, c := range cols {
 		fmt.Fprintf(tw, "\t%s", strings.ToUpper(c))
 	}
+	slo := hasConvergence(ps)
+	if slo {
+		fmt.Fprint(tw, "\tLAST\tWORST\tMISSED")
+	}
 	fmt.Fprint(tw, "\tCONNECTED\tPEER\n")
 	var notes []string
 	for _, p := range ps {
@@ -115,6 +119,9 @@ func writeStatus(w io.Writer, ps []proxyStatusJSON, now time.Time) {
 			}
 			fmt.Fprintf(tw, "\t%s", cell)
 		}
+		if slo {
+			fmt.Fprint(tw, convergenceCells(p.Convergence))
+		}
 		fmt.Fprintf(tw, "\t%s\t%s\n", ago(now, p.Connected), p.Peer)
 	}
 	_ = tw.Flush()
@@ -137,6 +144,10 @@ func writeStatusDetail(w io.Writer, ps []proxyStatusJSON, now time.Time) {
 			p.ID, p.Conn, p.Peer, ago(now, p.Connected), p.Type, p.Proxyless, p.Namespace, strings.Join(p.IPs, ", "))
 		if p.Identity != "" {
 			fmt.Fprintf(w, "Identity:   %s\n", p.Identity)
+		}
+		if cv := p.Convergence; cv != nil {
+			fmt.Fprintf(w, "Convergence: last %s, worst %s (objective %s); %d changes ACKed, %d over the objective, %d pending\n",
+				dash(cv.Last), dash(cv.Worst), dash(cv.Objective), cv.Converged, cv.Missed, cv.Pending)
 		}
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
@@ -228,4 +239,29 @@ func proxyNames(ps []proxyStatusJSON) []string {
 		return []string{"none connected"}
 	}
 	return out
+}
+
+// hasConvergence reports whether the daemon sent convergence records
+// (older daemons do not; their table keeps its columns).
+func hasConvergence(ps []proxyStatusJSON) bool {
+	for _, p := range ps {
+		if p.Convergence != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// convergenceCells are the LAST, WORST and MISSED cells: the last and
+// worst change→ACK times, and how many changes missed the objective of
+// how many ACKed ("-" before the first).
+func convergenceCells(cv *convergenceJSON) string {
+	if cv == nil {
+		return "\t-\t-\t-"
+	}
+	last := dash(cv.Last)
+	if cv.Pending > 0 {
+		last += fmt.Sprintf(" (+%d pending)", cv.Pending)
+	}
+	return fmt.Sprintf("\t%s\t%s\t%d/%d", last, dash(cv.Worst), cv.Missed, cv.Converged)
 }

@@ -77,6 +77,10 @@ type Config struct {
 	// Debounce and DebounceMax bound the push debouncer.
 	Debounce    Duration `json:"debounce"`
 	DebounceMax Duration `json:"debounceMax"`
+	// ConvergenceSLO is the objective for a change's change→ACK time per
+	// proxy; slower changes are counted in
+	// baremesh_xds_convergence_slo_missed_total. 0 turns it off.
+	ConvergenceSLO Duration `json:"convergenceSLO"`
 	// MemoryLimitMB is a soft limit for the Go runtime (as GOMEMLIMIT):
 	// the heap is collected harder near it and freed memory goes back to
 	// the OS sooner. 0 leaves the runtime's default (or GOMEMLIMIT).
@@ -144,6 +148,7 @@ func Defaults() Config {
 		WorkloadCertTTL:    Duration{24 * time.Hour},
 		MaxWorkloadCertTTL: Duration{90 * 24 * time.Hour},
 		RegistrationGrace:  Duration{10 * time.Second},
+		ConvergenceSLO:     Duration{time.Second},
 	}
 }
 
@@ -196,6 +201,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryLimitMB < 0 {
 		errs = append(errs, fmt.Errorf("memoryLimitMB: must not be negative, got %d", c.MemoryLimitMB))
+	}
+	if c.ConvergenceSLO.Duration < 0 {
+		errs = append(errs, fmt.Errorf("convergenceSLO: must not be negative, got %v", c.ConvergenceSLO))
 	}
 	if c.Debounce.Duration <= 0 || c.DebounceMax.Duration < c.Debounce.Duration {
 		errs = append(errs, fmt.Errorf("debounce: want 0 < debounce (%v) <= debounceMax (%v)", c.Debounce, c.DebounceMax))

@@ -102,7 +102,8 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.xds = ads.New(d.pipeline, ads.Options{
 		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
-		Hooks: d.xdsHooks(),
+		Hooks:          d.xdsHooks(),
+		ConvergenceSLO: cfg.ConvergenceSLO.Duration,
 	})
 	d.xds.Register(d.grpc)
 	if err := d.setupIdentity(mesh); err != nil {

@@ -203,6 +203,7 @@ func (c *conn) onPush() error {
 		req = &full
 	}
 	defer func() {
+		c.s.slo.handled(c, recs)
 		for _, r := range recs {
 			r.finished()
 		}
@@ -345,6 +346,7 @@ func (c *conn) sendMsg(w *sub, m *wire.Msg) error {
 	for _, r := range c.curRecs {
 		r.sent(w.typ.Short, size)
 	}
+	c.s.slo.sent(c, w.typ.Short)
 	return nil
 }
 
@@ -354,6 +356,9 @@ func (c *conn) observeConvergence(w *sub) {
 	if !w.pushStart.IsZero() {
 		c.s.metrics.convergence.WithLabelValues(w.typ.Short).Observe(time.Since(w.pushStart).Seconds())
 		w.pushStart = time.Time{}
+	}
+	if !w.awaitingAck {
+		c.s.slo.acked(c, w.typ.Short, w.sentAt)
 	}
 }
 

@@ -24,6 +24,10 @@ type PushView struct {
 	Responses map[string]int `json:"responsesByType"`
 	Bytes     int            `json:"bytes"`
 	Duration  string         `json:"duration"`
+	// Converged counts the proxies that ACKed the change; Slowest are the
+	// slowest of them (slo.go).
+	Converged int         `json:"proxiesConverged"`
+	Slowest   []SlowProxy `json:"slowestProxies,omitempty"`
 }
 
 // pushRecord is a pushView being filled in by the connections.
@@ -91,6 +95,7 @@ func (s *Server) Pushes() []PushView {
 		r.mu.Lock()
 		v := r.v
 		v.Responses = maps.Clone(v.Responses)
+		v.Slowest = slices.Clone(v.Slowest)
 		r.mu.Unlock()
 		out = append(out, v)
 	}

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,9 @@ type Options struct {
 	// OnCacheMismatch replaces the assertion's panic (for tests of the
 	// assertion itself).
 	OnCacheMismatch func(msg string)
+	// ConvergenceSLO is the objective for a change's change→ACK time per
+	// proxy; slower changes are counted (slo.go). Zero: none.
+	ConvergenceSLO time.Duration
 
 	Hooks
 }
@@ -78,6 +82,7 @@ type Server struct {
 	sendSem chan struct{}
 
 	pushes pushLog
+	slo    *sloTracker
 	lists  wire.Lists
 	held   wire.HeldLists
 
@@ -105,6 +110,7 @@ func New(snaps Snapshots, opts Options) *Server {
 	for _, t := range opts.Types {
 		s.types[t.URL] = t
 	}
+	s.slo = newSLOTracker(opts.ConvergenceSLO, opts.Registerer)
 	s.build = build.New(build.Options{MaxConcurrent: opts.MaxConcurrentGeneration, NoCache: opts.NoCache,
 		CacheAssert: opts.CacheAssert, OnCacheMismatch: opts.OnCacheMismatch, GenTime: s.metrics.genTime})
 	return s
@@ -157,6 +163,7 @@ func (s *Server) OnPush(_ *push.PushContext, req *push.Request) {
 	defer s.mu.RUnlock()
 	rec := s.pushes.add(req, len(s.conns))
 	for _, c := range s.conns {
+		s.slo.enqueued(c, rec, req.Start)
 		c.enqueue(req, rec)
 	}
 }
@@ -166,6 +173,7 @@ func (s *Server) addConn(c *conn) {
 	s.conns[c.id] = c
 	n := len(s.conns)
 	s.mu.Unlock()
+	s.slo.connected(c)
 	s.metrics.connected.Set(float64(n))
 }
 
@@ -174,6 +182,7 @@ func (s *Server) removeConn(c *conn) {
 	delete(s.conns, c.id)
 	n := len(s.conns)
 	s.mu.Unlock()
+	s.slo.disconnected(c)
 	s.metrics.connected.Set(float64(n))
 }
 

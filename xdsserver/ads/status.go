@@ -38,6 +38,8 @@ type ProxyStatus struct {
 	// Identity is the authenticated SPIFFE ID, empty when unauthenticated.
 	Identity string       `json:"identity,omitempty"`
 	Types    []SyncStatus `json:"types"`
+	// Convergence is the proxy's (node ID's) change→ACK record (slo.go).
+	Convergence *ConvergenceStatus `json:"convergence,omitempty"`
 }
 
 // Syncz returns every connection's state.
@@ -59,6 +61,7 @@ func (s *Server) Syncz() []ProxyStatus {
 		}
 		c.mu.Unlock()
 		sort.Slice(ps.Types, func(i, j int) bool { return ps.Types[i].Type < ps.Types[j].Type })
+		ps.Convergence = s.slo.status(c.proxy.ID)
 		out = append(out, ps)
 	}
 	return out
