@@ -100,9 +100,12 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 	}
 	s.addConn(c)
 	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
+	var recvEnd error // the receive error that ended the stream, if one did
 	defer func() {
 		s.removeConn(c)
-		log.Info("proxy disconnected")
+		reason := streamEnd(ctx, err, recvEnd)
+		s.metrics.streamEnds.WithLabelValues(reason).Inc()
+		log.Info("proxy disconnected", "reason", reason, "err", firstErr(recvEnd, err, context.Cause(ctx)), "connectedFor", time.Since(c.connected).Round(time.Millisecond))
 		if s.opts.OnDisconnect != nil {
 			s.opts.OnDisconnect(proxy, err)
 		}
@@ -132,6 +135,7 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 		case <-ctx.Done():
 			return nil
 		case err := <-recvErr:
+			recvEnd = err
 			if errors.Is(err, ctx.Err()) || status.Code(err) == codes.Canceled {
 				return nil
 			}

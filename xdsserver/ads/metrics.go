@@ -11,6 +11,8 @@ type metrics struct {
 	genTime   *prometheus.HistogramVec
 	// convergence: from the change to the proxy's ACK of it.
 	convergence *prometheus.HistogramVec
+	// streamEnds counts ended streams by reason (streamend.go).
+	streamEnds *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,8 +31,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "baremesh_xds_convergence_seconds", Help: "From a config change to the proxy's ACK of the response that carried it, by type.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60},
 	}, []string{"type"})
+	m.streamEnds = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_stream_ends_total",
+		Help: "xDS streams ended, by reason: client_closed, client_cancel, transport (keepalive, reset), recv_error, send_error, other."}, []string{"reason"})
 	if reg != nil {
-		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime, m.convergence)
+		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime, m.convergence, m.streamEnds)
 	}
 	return m
 }
