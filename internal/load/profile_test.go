@@ -88,3 +88,25 @@ func fetch(tb testing.TB, url, file string) {
 	defer f.Close()
 	_, _ = io.Copy(f, resp.Body)
 }
+
+// logStreamEnds logs how many streams the daemon saw end during the run,
+// by reason (baremesh_xds_stream_ends_total): a well-behaved fleet that
+// stays connected should end none before it stops.
+func logStreamEnds(tb testing.TB, d *daemonProc, mode Mode) {
+	resp, err := http.Get("http://" + d.http + "/metrics")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "baremesh_xds_stream_ends_total{") {
+			out = append(out, strings.TrimPrefix(l, "baremesh_xds_stream_ends_total"))
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"none"}
+	}
+	tb.Logf("%s: streams ended while the fleet ran: %s", mode, strings.Join(out, ", "))
+}

@@ -112,6 +112,7 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 		return nil, err
 	}
 	defer f.Stop()
+	defer logStreamEnds(b, d, mode) // before the fleet stops (defers run last-first)
 	lat, err := f.WaitConfigured(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", mode, err)
