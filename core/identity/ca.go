@@ -192,6 +192,23 @@ func (ca *CA) SignWorkload(csr *x509.CertificateRequest, id ID, ttl time.Duratio
 	return ca.sign(tmpl, csr.PublicKey)
 }
 
+// IssueWorkload issues a workload certificate for id with a fresh ECDSA
+// P-256 key, without a CSR: for callers that hold the CA themselves (tests
+// and tools on the control host), as SignServer does for the listener.
+func (ca *CA) IssueWorkload(id ID, ttl time.Duration) (*Issued, crypto.Signer, error) {
+	if err := id.Validate(); err != nil {
+		return nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := ca.leafTemplate(ttl)
+	tmpl.URIs = append(tmpl.URIs, id.URL())
+	is, err := ca.sign(tmpl, key.Public())
+	return is, key, err
+}
+
 // SignServer issues a serving certificate for DNS names and IP addresses
 // (the TLS listener's), with a fresh ECDSA P-256 key.
 func (ca *CA) SignServer(dnsNames []string, ips []net.IP, ttl time.Duration) (*Issued, crypto.Signer, error) {

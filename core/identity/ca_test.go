@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"context"
 	"crypto/x509"
 	"os"
 	"os/exec"
@@ -177,4 +178,29 @@ func TestCABadDirectories(t *testing.T) {
 			t.Fatalf("LoadCA: %v", err)
 		}
 	})
+}
+
+// TestIssueWorkload: a certificate issued without a CSR carries the
+// identity's SPIFFE URI, chains to the root, and authenticates as it;
+// an invalid identity is refused.
+func TestIssueWorkload(t *testing.T) {
+	ca, err := LoadCA(CAOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ID{TrustDomain: "cluster.local", Namespace: "ns", ServiceAccount: "sa"}
+	is, key, err := ca.IssueWorkload(id, time.Hour)
+	if err != nil || key == nil {
+		t.Fatalf("IssueWorkload: %v", err)
+	}
+	if len(is.Cert.URIs) != 1 || is.Cert.URIs[0].String() != "spiffe://cluster.local/ns/ns/sa/sa" {
+		t.Fatalf("URIs = %v", is.Cert.URIs)
+	}
+	caller, err := (&CertAuthenticator{CA: ca}).Authenticate(context.Background(), Credentials{PeerCertificates: []*x509.Certificate{is.Cert}})
+	if err != nil || caller.ID != id {
+		t.Fatalf("authenticate: %+v, %v", caller, err)
+	}
+	if _, _, err := ca.IssueWorkload(ID{TrustDomain: "cluster.local", Namespace: "Bad_NS", ServiceAccount: "sa"}, time.Hour); err == nil {
+		t.Fatal("invalid identity issued")
+	}
 }

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -70,22 +68,11 @@ func certFiles(t testing.TB, stateDir, ns, sa string) (certFile, keyFile, rootFi
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	iss, signer, err := ca.IssueWorkload(identity.ID{TrustDomain: "cluster.local", Namespace: ns, ServiceAccount: sa}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := x509.ParseCertificateRequest(csrDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	iss, err := ca.SignWorkload(csr, identity.ID{TrustDomain: "cluster.local", Namespace: ns, ServiceAccount: sa}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := signer.(*ecdsa.PrivateKey)
 	dir := t.TempDir()
 	keyDER, _ := x509.MarshalECPrivateKey(key)
 	certFile, keyFile, rootFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), filepath.Join(dir, "root.pem")

@@ -2,9 +2,6 @@ package load
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -101,19 +98,7 @@ func clientTLS(tb testing.TB, stateDir string) credentials.TransportCredentials 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	csrDER, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	csr, err := x509.ParseCertificateRequest(csrDER)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	iss, err := ca.SignWorkload(csr, identity.ID{TrustDomain: "cluster.local", Namespace: "default", ServiceAccount: "load"}, time.Hour)
+	iss, key, err := ca.IssueWorkload(identity.ID{TrustDomain: "cluster.local", Namespace: "default", ServiceAccount: "load"}, time.Hour)
 	if err != nil {
 		tb.Fatal(err)
 	}
