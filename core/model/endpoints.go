@@ -97,16 +97,7 @@ func (x *EndpointIndex) Endpoints(svc ServiceKey) []*Endpoint {
 	if out, ok := x.merged[svc]; ok {
 		return out
 	}
-	m := x.shards[svc]
-	n := 0
-	for _, s := range m {
-		n += len(s)
-	}
-	out = make([]*Endpoint, 0, n)
-	for _, s := range m {
-		out = append(out, s...)
-	}
-	slices.SortFunc(out, compareEndpoints)
+	out = mergeShards(x.shards[svc])
 	x.merged[svc] = out
 	return out
 }
@@ -178,16 +169,7 @@ func (v *EndpointView) Endpoints(svc ServiceKey) []*Endpoint {
 	if ok {
 		return out
 	}
-	m := v.shards[svc]
-	n := 0
-	for _, s := range m {
-		n += len(s)
-	}
-	out = make([]*Endpoint, 0, n)
-	for _, s := range m {
-		out = append(out, s...)
-	}
-	slices.SortFunc(out, compareEndpoints)
+	out = mergeShards(v.shards[svc])
 	v.mu.Lock()
 	v.merged[svc] = out
 	v.mu.Unlock()
@@ -238,4 +220,19 @@ func endpointsEqual(a, b []*Endpoint) bool {
 			x.Weight == y.Weight && x.ServiceAccount == y.ServiceAccount && x.Healthy == y.Healthy &&
 			x.Workload == y.Workload
 	})
+}
+
+// mergeShards is one service's endpoints from all its shards, in the
+// stable order compareEndpoints gives; the index and its views share it.
+func mergeShards(m map[config.Key][]*Endpoint) []*Endpoint {
+	n := 0
+	for _, s := range m {
+		n += len(s)
+	}
+	out := make([]*Endpoint, 0, n)
+	for _, s := range m {
+		out = append(out, s...)
+	}
+	slices.SortFunc(out, compareEndpoints)
+	return out
 }

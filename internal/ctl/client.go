@@ -79,16 +79,9 @@ type configDump struct {
 func (e *Env) get(path string, q url.Values, v any) ([]byte, error) {
 	u := e.url(path, q)
 	resp, err := e.HTTP.Get(u)
+	body, err := e.answer(u, resp, err)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach baremeshd (is it running? --daemon %s): %w", e.Daemon, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, &httpError{url: u, code: resp.StatusCode, msg: strings.TrimSpace(string(body))}
+		return nil, err
 	}
 	if v != nil {
 		if err := json.Unmarshal(body, v); err != nil {
@@ -122,4 +115,21 @@ func (h *httpError) Error() string { return fmt.Sprintf("%s: %d %s", h.url, h.co
 func (e *Env) fail(err error) int {
 	fmt.Fprintln(e.Stderr, "baremeshctl:", err)
 	return 1
+}
+
+// answer reads a daemon's answer to u: the body of a 200, else an error
+// naming the URL and the daemon's message (or that it cannot be reached).
+func (e *Env) answer(u string, resp *http.Response, err error) ([]byte, error) {
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach baremeshd (is it running? --daemon %s): %w", e.Daemon, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, &httpError{url: u, code: resp.StatusCode, msg: strings.TrimSpace(string(body))}
+	}
+	return body, nil
 }

@@ -173,16 +173,5 @@ func (e *Env) post(path string, q url.Values, v any) ([]byte, error) {
 	}
 	u := e.url(path, q)
 	resp, err := e.HTTP.Post(u, "application/json", bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach baremeshd (is it running? --daemon %s): %w", e.Daemon, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, &httpError{url: u, code: resp.StatusCode, msg: strings.TrimSpace(string(body))}
-	}
-	return body, nil
+	return e.answer(u, resp, err)
 }

@@ -69,7 +69,7 @@ func startMeshWith(t testing.TB, files map[string]string, configure func(*daemon
 	t.Cleanup(m.stop)
 	select {
 	case <-d.Pipeline().Ready():
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second): // a Kubernetes or MCP source syncs first
 		t.Fatal("daemon not ready")
 	}
 	return m

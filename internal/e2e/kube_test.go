@@ -3,13 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -66,35 +64,7 @@ func startBackendOn(t *testing.T, name, host string) *backend {
 // startKubeMesh is startMesh with a clusters directory.
 func startKubeMesh(t *testing.T, files map[string]string, clusters string) *mesh {
 	t.Helper()
-	m := &mesh{t: t, dir: t.TempDir()}
-	for name, body := range files {
-		m.write(name, body)
-	}
-	cfg := daemon.Defaults()
-	cfg.ConfigDirs = []string{m.dir}
-	cfg.Clusters = clusters
-	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.MeshConfig = filepath.Join(m.dir, "no-meshconfig.yaml")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
-	level := slog.LevelWarn
-	if os.Getenv("E2E_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	d, err := daemon.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.d = d
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-d.Pipeline().Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon not ready")
-	}
-	return m
+	return startMeshWith(t, files, func(c *daemon.Config) { c.Clusters = clusters })
 }
 
 // TestGRPCGoXDSClientMixedMesh: a real kube-apiserver holds a Service

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -185,34 +184,10 @@ func (i *istiod) apply(manifest string) {
 // startMeshMCP is startMesh with MCP upstreams.
 func startMeshMCP(t *testing.T, files map[string]string, ups ...mcp.UpstreamConfig) *mesh {
 	t.Helper()
-	m := &mesh{t: t, dir: t.TempDir()}
-	for name, body := range files {
-		m.write(name, body)
-	}
-	cfg := daemon.Defaults()
-	cfg.ConfigDirs = []string{m.dir}
-	cfg.MCP = ups
-	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.MeshConfig = filepath.Join(m.dir, "no-meshconfig.yaml")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
-	must(t, cfg.Validate())
-	level := slog.LevelWarn
-	if os.Getenv("E2E_DEBUG") != "" {
-		level = slog.LevelDebug
-	}
-	d, err := daemon.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	must(t, err)
-	m.d = d
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-d.Pipeline().Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon not ready")
-	}
-	return m
+	return startMeshWith(t, files, func(c *daemon.Config) {
+		c.MCP = ups
+		must(t, c.Validate())
+	})
 }
 
 type configzView struct {
