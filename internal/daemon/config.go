@@ -81,6 +81,14 @@ type Config struct {
 	// proxy; slower changes are counted in
 	// baremesh_xds_convergence_slo_missed_total. 0 turns it off.
 	ConvergenceSLO Duration `json:"convergenceSLO"`
+	// XDSSendTimeout ends an xDS stream whose proxy accepts no response
+	// for that long (it does not read); 0 is the default 60s, negative
+	// none. MaxStreamsPerConnection and MaxStreamsPerPeer cap the xDS
+	// streams one connection and one peer address may hold (0: the
+	// defaults 100 and 5,000; negative: no cap). README "Slow readers".
+	XDSSendTimeout          Duration `json:"xdsSendTimeout"`
+	MaxStreamsPerConnection int      `json:"maxStreamsPerConnection"`
+	MaxStreamsPerPeer       int      `json:"maxStreamsPerPeer"`
 	// MemoryLimitMB is a soft limit for the Go runtime (as GOMEMLIMIT):
 	// the heap is collected harder near it and freed memory goes back to
 	// the OS sooner. 0 leaves the runtime's default (or GOMEMLIMIT).

@@ -94,16 +94,13 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.abortCluster()
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
-	d.grpc = grpc.NewServer(append(wire.GRPCServerOptions(),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(16<<20),
-	)...)
+	d.grpc = grpc.NewServer(xdsServerOptions()...)
 	d.xds = ads.New(d.pipeline, ads.Options{
 		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
 		Hooks:          d.xdsHooks(),
 		ConvergenceSLO: cfg.ConvergenceSLO.Duration,
+		SendTimeout:    cfg.XDSSendTimeout.Duration, MaxStreamsPerConnection: cfg.MaxStreamsPerConnection, MaxStreamsPerPeer: cfg.MaxStreamsPerPeer,
 	})
 	d.xds.Register(d.grpc)
 	if err := d.setupIdentity(mesh); err != nil {
@@ -118,6 +115,18 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
 	d.Handle("/debug/diff", http.HandlerFunc(d.diffHandler)) // dryrun.go
 	return d, nil
+}
+
+// xdsServerOptions are the gRPC options of both xDS ports: our codec,
+// keepalive as istiod's (a ping after 30 s without a frame from the
+// client, 10 s for its answer; the answer comes from the client's
+// transport, not from its xDS code, so a busy but live client answers),
+// clients may ping every 10 s, and requests up to 16 MB.
+func xdsServerOptions() []grpc.ServerOption {
+	return append(wire.GRPCServerOptions(),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxRecvMsgSize(16<<20))
 }
 
 // XDSAddr and HTTPAddr are the bound listen addresses.

@@ -8,18 +8,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/xdsserver/ca"
-	"github.com/baremesh/baremesh/xdsserver/wire"
 )
 
 // kubeClients is the Kubernetes source's clusters for the CA's token
@@ -118,10 +115,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	if p.lis, err = net.Listen("tcp", d.cfg.TLSAddr); err != nil {
 		return fmt.Errorf("tls listener: %w", err)
 	}
-	p.grpc = grpc.NewServer(append(wire.GRPCServerOptions(), grpc.Creds(credentials.NewTLS(tlsCfg)),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.MaxRecvMsgSize(16<<20))...)
+	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(credentials.NewTLS(tlsCfg)))...)
 	p.srv.Register(p.grpc)
 	d.xds.Register(p.grpc) // authenticated xDS beside the CA (xdsauth.go)
 	d.Handle("/debug/certz", p.srv.CertzHandler())

@@ -3,6 +3,7 @@ package ads
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -42,6 +43,14 @@ type conn struct {
 	// curRecs are the pushes being handled; only the loop goroutine
 	// touches it.
 	curRecs []*pushRecord
+
+	// ctx is the stream's. sendq, sent and timer belong to the loop
+	// goroutine: its sends go through the sender goroutine (flow.go).
+	ctx   context.Context
+	sendq chan *wire.Msg
+	sent  chan error
+	timer *time.Timer
+	slow  bool // the last send outlived SlowSend
 }
 
 // variant is what differs between SotW and Delta on a connection.
@@ -78,12 +87,21 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 		return status.Errorf(codes.InvalidArgument, "%v", err)
 	}
 	proxy.Identity = id
+	p, _ := peer.FromContext(ctx)
+	var addr net.Addr
+	if p != nil {
+		addr = p.Addr
+	}
+	release, err := s.admit(addr)
+	if err != nil {
+		return err
+	}
+	defer release()
 	c := &conn{
 		id: proxy.ID + "-" + strconv.FormatUint(s.nextID.Add(1), 10), s: s, proxy: proxy,
-		connected: time.Now(), subs: map[string]*sub{}, kick: make(chan struct{}, 1),
+		connected: time.Now(), subs: map[string]*sub{}, kick: make(chan struct{}, 1), ctx: ctx,
 	}
 	c.v = attach(c)
-	p, _ := peer.FromContext(ctx)
 	if p != nil {
 		c.peer = p.Addr.String()
 	}
@@ -102,6 +120,7 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
 	var recvEnd error // the receive error that ended the stream, if one did
 	defer func() {
+		c.stopSender()
 		s.removeConn(c)
 		reason := streamEnd(ctx, err, recvEnd)
 		s.metrics.streamEnds.WithLabelValues(reason).Inc()
@@ -338,10 +357,7 @@ func (c *conn) generate(w *sub, req *push.Request, only []string) (g generated, 
 
 // sendMsg sends a framed response for w and accounts for it.
 func (c *conn) sendMsg(w *sub, m *wire.Msg) error {
-	c.s.sendSem <- struct{}{}
-	err := c.v.send(m)
-	<-c.s.sendSem
-	if err != nil {
+	if err := c.write(m); err != nil {
 		return err
 	}
 	size := m.Size()

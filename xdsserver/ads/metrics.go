@@ -13,6 +13,11 @@ type metrics struct {
 	convergence *prometheus.HistogramVec
 	// streamEnds counts ended streams by reason (streamend.go).
 	streamEnds *prometheus.CounterVec
+	// Flow control (flow.go): streams refused by a cap, sends that gave
+	// their slot back, streams ended by the send timeout.
+	refused      *prometheus.CounterVec
+	slowSends    prometheus.Counter
+	sendTimeouts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,9 +37,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .075, .1, .15, .2, .3, .4, .5, .75, 1, 1.5, 2, 3, 5, 10, 20, 30, 60},
 	}, []string{"type"})
 	m.streamEnds = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_stream_ends_total",
-		Help: "xDS streams ended, by reason: client_closed, client_cancel, transport (keepalive, reset), recv_error, send_error, other."}, []string{"reason"})
+		Help: "xDS streams ended, by reason: client_closed, client_cancel, transport (keepalive, reset), recv_error, send_error, send_timeout, other."}, []string{"reason"})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_streams_refused_total",
+		Help: "xDS streams refused because a cap was reached, by cap: per_connection, per_peer."}, []string{"cap"})
+	m.slowSends = prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_xds_slow_sends_total",
+		Help: "xDS responses not accepted within the slow-send time (their send slot went to other proxies)."})
+	m.sendTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_xds_send_timeouts_total",
+		Help: "xDS streams ended because no response was accepted for the send timeout (the proxy did not read)."})
 	if reg != nil {
-		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime, m.convergence, m.streamEnds)
+		reg.MustRegister(m.connected, m.pushes, m.pushBytes, m.nacks, m.requests, m.genTime, m.convergence, m.streamEnds,
+			m.refused, m.slowSends, m.sendTimeouts)
 	}
 	return m
 }

@@ -52,8 +52,19 @@ type Options struct {
 	// shared by all proxies, so this also bounds what a connect storm
 	// holds in per-proxy send buffers.
 	MaxConcurrentSends int
-	Logger             *slog.Logger
-	Registerer         prometheus.Registerer
+	// SendTimeout ends a stream whose response is not accepted for that
+	// long (the proxy does not read); default DefaultSendTimeout,
+	// negative: none. SlowSend is how long a send holds its slot
+	// (default DefaultSlowSend). MaxStreamsPerConnection and
+	// MaxStreamsPerPeer cap open streams (defaults
+	// DefaultMaxStreamsPerConnection and DefaultMaxStreamsPerPeer;
+	// negative: no cap). See flow.go.
+	SendTimeout             time.Duration
+	SlowSend                time.Duration
+	MaxStreamsPerConnection int
+	MaxStreamsPerPeer       int
+	Logger                  *slog.Logger
+	Registerer              prometheus.Registerer
 	// NoCache turns the generation caches off. CacheAssert regenerates on every
 	// cache hit and panics on a difference (default: the environment
 	// variable BAREMESH_CACHE_ASSERT=1).
@@ -80,6 +91,9 @@ type Server struct {
 	types   map[string]*xdstype.Type
 	order   []*xdstype.Type // push order
 	sendSem chan struct{}
+	// sendTimeout and slowSend: see Options and flow.go.
+	sendTimeout, slowSend time.Duration
+	caps                  streamCaps
 
 	pushes pushLog
 	slo    *sloTracker
@@ -102,10 +116,13 @@ func New(snaps Snapshots, opts Options) *Server {
 	if opts.Types == nil {
 		opts.Types = xdstype.All
 	}
+	flowDefaults(&opts)
 	s := &Server{
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},
 		metrics: newMetrics(opts.Registerer), sendSem: make(chan struct{}, opts.MaxConcurrentSends),
 		types: map[string]*xdstype.Type{}, order: xdstype.Sorted(opts.Types),
+		sendTimeout: opts.SendTimeout, slowSend: opts.SlowSend,
+		caps: streamCaps{perConn: opts.MaxStreamsPerConnection, perPeer: opts.MaxStreamsPerPeer, conns: map[string]int{}, peers: map[string]int{}},
 	}
 	for _, t := range opts.Types {
 		s.types[t.URL] = t

@@ -18,6 +18,7 @@ const (
 	endTransport    = "transport"     // the connection went away under the stream (keepalive, reset, server stop)
 	endRecvError    = "recv_error"    // reading a request failed otherwise
 	endSendError    = "send_error"    // writing a response failed, or a protocol error ended it
+	endSendTimeout  = "send_timeout"  // no response accepted for the send timeout: the proxy did not read
 	endOther        = "other"         // none of the above (not expected)
 )
 
@@ -33,6 +34,8 @@ func streamEnd(ctx context.Context, err, recv error) string {
 		return endTransport
 	case recv != nil:
 		return endRecvError
+	case err != nil && status.Code(err) == codes.DeadlineExceeded:
+		return endSendTimeout
 	case err != nil:
 		return endSendError
 	case ctx.Err() != nil:

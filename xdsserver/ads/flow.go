@@ -1,0 +1,184 @@
+package ads
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/baremesh/baremesh/xdsserver/wire"
+)
+
+// Flow control toward proxies (issue #11, slow readers). A proxy that
+// stops reading must cost the others nothing:
+//
+//   - A stream has at most one response in flight: its loop waits for the
+//     send, and pushes arriving meanwhile merge into one pending request,
+//     generated from the newest snapshot once the send is done. gRPC
+//     queues one response beyond the flow-control window, so a stalled
+//     stream holds at most one response's bytes (often shared buffers).
+//   - The send slots (MaxConcurrentSends, which bound what a connect storm
+//     holds) are lent, not given: a send that has not finished within
+//     SlowSend gives its slot back and goes on waiting without one.
+//   - A send that makes no progress for SendTimeout (gRPC accepts a new
+//     response only once the previous one has drained) ends the stream
+//     with reason send_timeout; the proxy reconnects and gets its state
+//     afresh. A slow proxy that keeps reading is never cut.
+//   - MaxStreamsPerConnection and MaxStreamsPerPeer cap the streams one
+//     connection and one peer address may open; a stream over a cap is
+//     refused with ResourceExhausted, a log line and a metric.
+//
+// Generation never waits on a send: Build holds a generation slot only
+// while it generates.
+
+// Defaults of the flow settings.
+const (
+	DefaultSendTimeout             = 60 * time.Second
+	DefaultSlowSend                = time.Second
+	DefaultMaxStreamsPerConnection = 100
+	DefaultMaxStreamsPerPeer       = 5000
+)
+
+// errSendTimeout ends a stream whose proxy does not read.
+func errSendTimeout(d time.Duration) error {
+	return status.Errorf(codes.DeadlineExceeded, "no response accepted for %v: the proxy is not reading", d)
+}
+
+// write sends m on the stream: on the connection's sender goroutine,
+// holding a send slot for at most SlowSend, giving up after SendTimeout.
+func (c *conn) write(m *wire.Msg) error {
+	s := c.s
+	// A stream whose last send outlived SlowSend sends without a slot
+	// until one of its sends is quick again: a stalled proxy never makes
+	// a reading one wait.
+	held := !c.slow
+	if held {
+		select {
+		case s.sendSem <- struct{}{}:
+		case <-c.ctx.Done():
+			return context.Cause(c.ctx)
+		}
+	}
+	defer func() {
+		if held {
+			<-s.sendSem
+		}
+	}()
+	if c.sendq == nil {
+		c.sendq, c.sent = make(chan *wire.Msg), make(chan error, 1)
+		c.timer = time.NewTimer(time.Hour)
+		go func(q <-chan *wire.Msg, sent chan<- error, send func(*wire.Msg) error) {
+			for m := range q {
+				sent <- send(m)
+			}
+		}(c.sendq, c.sent, c.v.send)
+	}
+	c.sendq <- m
+	c.timer.Reset(s.slowSend)
+	select {
+	case err := <-c.sent:
+		c.timer.Stop()
+		c.slow = false
+		return err
+	case <-c.timer.C:
+	}
+	// Slow: give the slot back and wait on without one.
+	if held {
+		<-s.sendSem
+		held = false
+	}
+	c.slow = true
+	s.metrics.slowSends.Inc()
+	if s.sendTimeout <= 0 {
+		return <-c.sent // no timeout: the end of the stream fails the send
+	}
+	c.timer.Reset(max(s.sendTimeout-s.slowSend, 0))
+	select {
+	case err := <-c.sent:
+		c.timer.Stop()
+		return err
+	case <-c.timer.C:
+		s.metrics.sendTimeouts.Inc()
+		return errSendTimeout(s.sendTimeout)
+	}
+}
+
+// stopSender ends the sender goroutine once its send (if any) returns,
+// which the end of the stream makes it do.
+func (c *conn) stopSender() {
+	if c.sendq != nil {
+		close(c.sendq)
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// streamCaps counts open streams per connection and per peer address.
+type streamCaps struct {
+	perConn, perPeer int
+	mu               sync.Mutex
+	conns, peers     map[string]int
+}
+
+// admit counts a new stream from addr, or refuses it if a cap would be
+// passed; release undoes an admission.
+func (s *Server) admit(addr net.Addr) (release func(), err error) {
+	if addr == nil {
+		return func() {}, nil
+	}
+	conn := addr.String()
+	host := conn
+	if h, _, err := net.SplitHostPort(conn); err == nil {
+		host = h
+	}
+	k := &s.caps
+	k.mu.Lock()
+	var reason string
+	switch {
+	case k.perConn > 0 && k.conns[conn] >= k.perConn:
+		reason = "per_connection"
+		err = status.Errorf(codes.ResourceExhausted, "this connection already has %d xDS streams (maxStreamsPerConnection)", k.conns[conn])
+	case k.perPeer > 0 && k.peers[host] >= k.perPeer:
+		reason = "per_peer"
+		err = status.Errorf(codes.ResourceExhausted, "peer %s already has %d xDS streams (maxStreamsPerPeer)", host, k.peers[host])
+	default:
+		k.conns[conn]++
+		k.peers[host]++
+	}
+	k.mu.Unlock()
+	if err != nil {
+		s.metrics.refused.WithLabelValues(reason).Inc()
+		s.log.Warn("xDS stream refused: cap reached", "peer", conn, "cap", reason, "err", err)
+		return nil, err
+	}
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.conns[conn]--; k.conns[conn] <= 0 {
+			delete(k.conns, conn)
+		}
+		if k.peers[host]--; k.peers[host] <= 0 {
+			delete(k.peers, host)
+		}
+	}, nil
+}
+
+// flowDefaults fills the flow settings of opts.
+func flowDefaults(opts *Options) {
+	if opts.SendTimeout == 0 { // negative: none
+		opts.SendTimeout = DefaultSendTimeout
+	}
+	if opts.SlowSend <= 0 {
+		opts.SlowSend = DefaultSlowSend
+	}
+	if opts.MaxStreamsPerConnection == 0 {
+		opts.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection
+	}
+	if opts.MaxStreamsPerPeer == 0 {
+		opts.MaxStreamsPerPeer = DefaultMaxStreamsPerPeer
+	}
+}
