@@ -15,6 +15,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/credentials"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
 )
@@ -27,6 +28,8 @@ type PushContext struct {
 	// Built is when the snapshot was built.
 	Built time.Time
 	Mesh  *meshv1alpha1.MeshConfig
+	// Credentials are the TLS credentials gateways name (nil: none).
+	Credentials *credentials.Set
 
 	services *serviceIndex
 	kinds    map[config.Kind]*kindIndex
@@ -101,6 +104,8 @@ type Inputs struct {
 	Store    store.Reader
 	Registry *model.Registry
 	Mesh     *meshv1alpha1.MeshConfig
+	// Credentials: see PushContext.Credentials.
+	Credentials *credentials.Set
 }
 
 // Changed says what changed since the previous snapshot, so Build can
@@ -123,7 +128,7 @@ var indexedKinds = []config.Kind{
 // what changed says changed. It is pure apart from reading in.
 func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushContext {
 	live := in.Registry.Endpoints()
-	pc := &PushContext{Built: now, Mesh: in.Mesh, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
+	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
 	if prev != nil {
 		pc.Version = prev.Version + 1
 	} else {

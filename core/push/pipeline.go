@@ -14,6 +14,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/credentials"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
 )
@@ -42,6 +43,7 @@ type Pipeline struct {
 	store    store.Reader
 	registry *model.Registry
 	mesh     atomic.Pointer[meshv1alpha1.MeshConfig]
+	creds    atomic.Pointer[credentials.Set]
 	current  atomic.Pointer[PushContext]
 	// pinned is current re-pinned at a later endpoint generation, shared
 	// by every caller until the endpoints move again.
@@ -164,6 +166,16 @@ func (p *Pipeline) SetMesh(m *meshv1alpha1.MeshConfig) {
 	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{"mesh": 1}})
 }
 
+// SetCredentials replaces the gateway credentials and queues a full push
+// (reason "credentials", which only gateways see).
+func (p *Pipeline) SetCredentials(c *credentials.Set) {
+	p.creds.Store(c)
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{ReasonCredentials: 1}})
+}
+
+// ReasonCredentials is the push reason of a credentials change.
+const ReasonCredentials = "credentials"
+
 func (p *Pipeline) enqueue(r *Request) {
 	p.mu.Lock()
 	p.pending = p.pending.Merge(r)
@@ -242,7 +254,7 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 	pc := p.current.Load()
 	if req.Full || pc == nil {
 		start := time.Now()
-		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load()}, changed, start)
+		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load()}, changed, start)
 		p.current.Store(pc)
 		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
 	}

@@ -129,6 +129,10 @@ type Config struct {
 	// auto-register (off: only an authenticated proxy whose service
 	// account is its group's may).
 	AllowUnauthenticatedRegistration bool `json:"allowUnauthenticatedRegistration"`
+	// CredentialsDir holds the TLS credentials Gateway servers name in
+	// tls.credentialName, one directory each (README "Gateway
+	// credentials"); "" reads none.
+	CredentialsDir string `json:"credentialsDir"`
 }
 
 // CADir is where the CA's files are: CACertsDir, else StateDir/ca.
@@ -157,6 +161,7 @@ func Defaults() Config {
 		MaxWorkloadCertTTL: Duration{90 * 24 * time.Hour},
 		RegistrationGrace:  Duration{10 * time.Second},
 		ConvergenceSLO:     Duration{time.Second},
+		CredentialsDir:     "/etc/baremesh/credentials",
 	}
 }
 
@@ -333,7 +338,7 @@ func ReadFile(path string) (Config, error) {
 			}
 		}
 	}
-	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CACertsDir, &cfg.Clusters, &cfg.Cluster.KeyFile} {
+	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CredentialsDir, &cfg.CACertsDir, &cfg.Clusters, &cfg.Cluster.KeyFile} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}

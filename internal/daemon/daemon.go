@@ -167,6 +167,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			goRun(func() { _ = u.Run(ctx) })
 		}
 	}
+	d.startCredentials(ctx, goRun)
 	d.startKube(ctx, goRun) // after the files, before baremesh's own state: the precedence
 	d.agg.AttachMemory(ownSource, d.own)
 	for _, w := range watchers {

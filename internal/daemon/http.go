@@ -79,6 +79,9 @@ type configz struct {
 	Clusters []kube.ClusterStatus `json:"clusters,omitempty"`
 	// MCP is the state of each MCP upstream.
 	MCP []mcp.Status `json:"mcp,omitempty"`
+	// Credentials lists gateway credentials that cannot be served and the
+	// Gateway servers left out for it (credentials.go).
+	Credentials []credentialProblem `json:"credentials"`
 }
 
 type snapshotInfo struct {
@@ -102,6 +105,7 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	if k := d.kube.Load(); k != nil {
 		out.Clusters = k.Status()
 	}
+	out.Credentials = credentialProblems(d.pipeline.Current())
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}
 	}

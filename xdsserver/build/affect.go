@@ -26,6 +26,16 @@ func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *pu
 		}
 		return out
 	}
+	if req != nil && req.Reasons[push.ReasonCredentials] > 0 {
+		// Credentials reach gateways only (their LDS leaves out servers
+		// whose credential cannot be served, and their SDS).
+		if p.Type == gen.Router {
+			return all()
+		}
+		if len(req.Configs)+len(req.Services) == 0 && req.Reasons["mesh"] == 0 && req.Reasons["initial"] == 0 {
+			return out
+		}
+	}
 	if req == nil || req.Reasons["mesh"] > 0 || req.Reasons["initial"] > 0 || len(req.Configs)+len(req.Services) == 0 {
 		return all()
 	}

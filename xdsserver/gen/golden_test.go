@@ -12,11 +12,12 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/gen/lds"
 	"github.com/baremesh/baremesh/xdsserver/gen/rds"
+	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/*/golden")
 
-// TestGolden generates LDS, RDS, CDS and EDS for every proxy of every
+// TestGolden generates LDS, RDS, SDS (when listeners name secrets), CDS and EDS for every proxy of every
 // scenario in testdata, validates every resource (and every Any inside)
 // and compares the output with the golden files. RDS and EDS ask for
 // what LDS and CDS refer to, as a proxy would.
@@ -45,6 +46,9 @@ func TestGolden(t *testing.T) {
 						return res
 					}
 					ls := run("lds", lds.Generate, nil)
+					if names := gentest.SecretNames(ls); len(names) > 0 && p.Type == gen.Router { // sidecars get default and ROOTCA from their agent
+						run("sds", sds.Generate, names)
+					}
 					run("rds", rds.Generate, gentest.RouteNames(ls))
 					cs := run("cds", cds.Generate, nil)
 					run("eds", eds.Generate, gentest.EDSNames(cs))

@@ -17,6 +17,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	secretv3 "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -25,6 +26,7 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/eds"
 	"github.com/baremesh/baremesh/xdsserver/gen/lds"
 	"github.com/baremesh/baremesh/xdsserver/gen/rds"
+	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
 
 // Type is one xDS resource type and its traits. A Type is not altered
@@ -132,9 +134,20 @@ var (
 	}
 )
 
+// Secret is SDS: the credentials Gateway servers name (credentialName),
+// by name only, after the listeners that reference them. Only a
+// credentials change (a push with reason "credentials", judged in
+// build.Affected) or a Gateway change can alter it.
+var Secret = &Type{
+	URL: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", Short: "sds",
+	Generate: sds.Generate, Cache: NoCache, Order: 4, Partial: true,
+	Affects: map[config.Kind]Reach{config.Gateway: Routers},
+	Service: &secretv3.SecretDiscoveryService_ServiceDesc,
+}
+
 // All is every type baremesh serves, in push order. It must not be
 // altered.
-var All = append([]*Type{Cluster, Endpoint, Listener, Route}, IstioConfig...)
+var All = append([]*Type{Cluster, Endpoint, Listener, Route, Secret}, IstioConfig...)
 
 // With returns a copy of t that generates with g (for tests that stand a
 // generator in).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/credentials"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
@@ -46,7 +48,33 @@ func Scenario(t testing.TB, dir string) *push.PushContext {
 	if err != nil {
 		t.Fatalf("scenario %s: %v", dir, err)
 	}
+	pc.Credentials = Credentials(t, filepath.Join(dir, "credentials"))
 	return pc
+}
+
+// Credentials reads a credentials directory (NAME/tls.crt, tls.key,
+// ca.crt, namespaces), as the daemon's credentials source does; nil if
+// dir does not exist.
+func Credentials(t testing.TB, dir string) *credentials.Set {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds []*credentials.Credential
+	for _, e := range ents {
+		files := map[string][]byte{}
+		for _, f := range []string{credentials.CertFile, credentials.KeyFile, credentials.CAFile, credentials.NamespaceFile} {
+			if b, err := os.ReadFile(filepath.Join(dir, e.Name(), f)); err == nil {
+				files[f] = b
+			}
+		}
+		creds = append(creds, credentials.Parse(e.Name(), files))
+	}
+	return credentials.NewSet(creds)
 }
 
 // Build makes a snapshot from YAML documents: decoded with

@@ -14,13 +14,15 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/authz"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
 
 // gatewayListeners builds a router's listeners: "0.0.0.0_PORT" per
 // server port, bound. HTTP servers share one chain (RDS "http.PORT");
 // HTTPS servers terminated here get a chain per server matched by SNI on
 // its hosts, with a DownstreamTlsContext (SDS secret credentialName over
-// ADS, or certificate files) and RDS "https.PORT.NAME.GW.NS"; TLS
+// ADS, or certificate files; a server whose credential cannot be served
+// to this gateway is left out) and RDS "https.PORT.NAME.GW.NS"; TLS
 // passthrough servers get a tcp_proxy chain per VirtualService TLS route
 // (by SNI); TCP servers a tcp_proxy to the first bound TCP route. A chain
 // whose match another chain already has is dropped (first wins).
@@ -74,6 +76,10 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 					l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{httpFilter(stat, s.RouteName)}})
 				}
 			case s.RouteName != "":
+				if t := s.Server.GetTls(); t.GetCredentialName() != "" &&
+					v.Push.Credentials.Usable(sds.Namespace(v.Proxy), t.GetCredentialName(), t.GetMode() == networking.ServerTLSSettings_MUTUAL) != nil {
+					continue // left out rather than waiting for a secret that cannot come (configz says why)
+				}
 				tls = true
 				names := serverNames(s.Server.GetHosts())
 				if !claim(names) {
