@@ -2,11 +2,13 @@ package identity
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -179,10 +181,26 @@ func (c Chain) Authenticate(ctx context.Context, creds Credentials) (*Caller, er
 
 // CertAuthenticator accepts a client certificate issued by the CA (the
 // renewal path: a workload holding a valid certificate is that identity).
+// A verified chain is remembered until its first certificate expires,
+// so the streams of one connection (and a proxy's reconnects) verify it
+// once: verification is deterministic for a chain, the CA's roots and
+// the time.
 type CertAuthenticator struct {
 	CA  *CA
 	Now func() time.Time // nil: time.Now
+
+	mu       sync.Mutex
+	verified map[[sha256.Size]byte]verifiedChain
 }
+
+// verifiedChain is a remembered verification.
+type verifiedChain struct {
+	caller   Caller
+	notAfter time.Time
+}
+
+// maxVerified bounds the remembered chains (the map is emptied when full).
+const maxVerified = 8192
 
 var _ Authenticator = (*CertAuthenticator)(nil)
 
@@ -195,6 +213,38 @@ func (a *CertAuthenticator) Authenticate(_ context.Context, creds Credentials) (
 	if a.Now != nil {
 		now = a.Now
 	}
+	h := sha256.New()
+	notAfter := creds.PeerCertificates[0].NotAfter
+	for _, c := range creds.PeerCertificates {
+		h.Write(c.Raw)
+		if c.NotAfter.Before(notAfter) {
+			notAfter = c.NotAfter
+		}
+	}
+	var key [sha256.Size]byte
+	h.Sum(key[:0])
+	a.mu.Lock()
+	v, ok := a.verified[key]
+	a.mu.Unlock()
+	if ok && now().Before(v.notAfter) {
+		c := v.caller
+		return &c, nil
+	}
+	caller, err := a.verify(creds, now)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	if a.verified == nil || len(a.verified) >= maxVerified {
+		a.verified = map[[sha256.Size]byte]verifiedChain{}
+	}
+	a.verified[key] = verifiedChain{caller: *caller, notAfter: notAfter}
+	a.mu.Unlock()
+	return caller, nil
+}
+
+// verify checks a client chain against the CA.
+func (a *CertAuthenticator) verify(creds Credentials, now func() time.Time) (*Caller, error) {
 	leaf := creds.PeerCertificates[0]
 	inter := a.CA.Intermediates()
 	for _, c := range creds.PeerCertificates[1:] {

@@ -101,3 +101,32 @@ func TestLooksLikeJWT(t *testing.T) {
 		}
 	}
 }
+
+// TestCertAuthenticatorRemembers: a verified chain is answered from
+// memory on the next stream, but never past its expiry.
+func TestCertAuthenticatorRemembers(t *testing.T) {
+	ca, err := LoadCA(CAOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss, _, err := ca.IssueWorkload(ID{TrustDomain: "cluster.local", Namespace: "ns", ServiceAccount: "sa"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	a := &CertAuthenticator{CA: ca, Now: func() time.Time { return now }}
+	creds := Credentials{PeerCertificates: []*x509.Certificate{iss.Cert}}
+	for i := range 2 {
+		c, err := a.Authenticate(context.Background(), creds)
+		if err != nil || c.ID.ServiceAccount != "sa" {
+			t.Fatalf("authentication %d: %+v, %v", i, c, err)
+		}
+	}
+	if len(a.verified) != 1 {
+		t.Errorf("%d chains remembered, want 1", len(a.verified))
+	}
+	now = now.Add(2 * time.Hour)
+	if _, err := a.Authenticate(context.Background(), creds); !errors.Is(err, ErrCertExpired) {
+		t.Errorf("remembered chain past its expiry: %v, want ErrCertExpired", err)
+	}
+}

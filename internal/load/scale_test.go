@@ -210,18 +210,20 @@ type daemonProc struct {
 	cmd       *exec.Cmd
 	pid       int
 	inproc    func() // stops an in-process daemon
-	conf      string
-	xds, http string
+	conf           string
+	xds, http, tls string
 	done      chan struct{}
 	mu        sync.Mutex
 	tail      []string
 }
 
-var servingRE = regexp.MustCompile(`msg="baremeshd serving" xds=(\S+) http=(\S+)`)
+var servingRE = regexp.MustCompile(`msg="baremeshd serving" xds=(\S+) http=(\S+) tls=(\S*)`)
 
 // startProcess builds cmd/baremeshd and runs it over a directory of n
-// services with its default debounce and file settings.
-func startProcess(tb testing.TB, n int) *daemonProc {
+// services with its default debounce and file settings, and args added
+// to its command line. BAREMESH_DAEMON_CPUS (a taskset list, "0") pins
+// it to those CPUs.
+func startProcess(tb testing.TB, n int, args ...string) *daemonProc {
 	tb.Helper()
 	if os.Getenv("BAREMESH_SCALE_INPROC") != "" {
 		return startInProcess(tb, n)
@@ -242,8 +244,12 @@ func startProcess(tb testing.TB, n int) *daemonProc {
 	for i := range n {
 		writeFile(tb, d.conf, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
 	}
-	d.cmd = exec.Command(bin, "--config-dir", d.conf, "--mesh-config", filepath.Join(dir, "none.yaml"),
-		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "info")
+	argv := append([]string{bin, "--config-dir", d.conf, "--mesh-config", filepath.Join(dir, "none.yaml"),
+		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "info"}, args...)
+	if cpus := os.Getenv("BAREMESH_DAEMON_CPUS"); cpus != "" {
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
+	}
+	d.cmd = exec.Command(argv[0], argv[1:]...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -275,7 +281,7 @@ func startProcess(tb testing.TB, n int) *daemonProc {
 	}()
 	select {
 	case m := <-serving:
-		d.xds, d.http = m[0], m[1]
+		d.xds, d.http, d.tls = m[0], m[1], strings.Trim(m[2], `"`)
 	case <-d.done:
 		tb.Fatalf("baremeshd exited:\n%s", d.lastLines())
 	case <-time.After(60 * time.Second):

@@ -60,7 +60,7 @@ func BenchmarkConnectStormTLS(b *testing.B) {
 	case <-time.After(2 * time.Minute):
 		b.Fatal("daemon not ready")
 	}
-	creds := clientTLS(b, cfg.StateDir)
+	creds := clientTLS(b, cfg.StateDir, "127.0.0.1")
 
 	storm := func(addr string, extra ...grpc.DialOption) time.Duration {
 		sctx, scancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -90,9 +90,10 @@ func BenchmarkConnectStormTLS(b *testing.B) {
 }
 
 // clientTLS signs a certificate for default/load with the daemon's CA (its
-// files under stateDir) and returns client credentials trusting its root;
-// the load client's proxies are in namespace "default", as the identity.
-func clientTLS(tb testing.TB, stateDir string) credentials.TransportCredentials {
+// files under stateDir) and returns client credentials trusting its root
+// for server name; the load client's proxies are in namespace "default",
+// as the identity.
+func clientTLS(tb testing.TB, stateDir, server string) credentials.TransportCredentials {
 	tb.Helper()
 	ca, err := identity.LoadCA(identity.CAOptions{Dir: filepath.Join(stateDir, "ca")})
 	if err != nil {
@@ -109,7 +110,7 @@ func clientTLS(tb testing.TB, stateDir string) credentials.TransportCredentials 
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.RootPEM())
-	return credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1",
+	return credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: server,
 		Certificates: []tls.Certificate{{Certificate: chain, PrivateKey: key}}})
 }
 
