@@ -45,6 +45,11 @@ const (
 	LegacyHealthType = "istio.io/health"
 )
 
+// MetadataHealthReporter marks a proxy's stream that only reports its
+// workload's health (baremesh-agent's): it keeps the entry connected and
+// its reports count, but it never changes the entry's fields.
+const MetadataHealthReporter = "BAREMESH_HEALTH_REPORTER"
+
 // DefaultGrace is how long an entry outlives its proxy's disconnect.
 const DefaultGrace = 10 * time.Second
 
@@ -247,9 +252,15 @@ func (c *Controller) Connect(p *model.Proxy) error {
 		e = &entry{Namespace: ns, Name: name, Group: group, conns: map[*model.Proxy]struct{}{}}
 		c.entries[key] = e
 	}
-	e.Address, e.Network, e.ProxyLabels = p.IPs[0], network, maps.Clone(p.Labels)
-	e.Locality = localityString(p)
-	e.ConnectedAt, e.DisconnectedAt = c.o.Now(), time.Time{}
+	// A health reporter (baremesh-agent beside an Envoy) joins the entry
+	// its proxy made without changing it; it makes one only if it is
+	// first, and the proxy's connection then fills it in.
+	if fresh || p.Metadata[MetadataHealthReporter] != "true" {
+		e.Address, e.Network, e.ProxyLabels = p.IPs[0], network, maps.Clone(p.Labels)
+		e.Locality = localityString(p)
+		e.ConnectedAt = c.o.Now()
+	}
+	e.DisconnectedAt = time.Time{}
 	e.conns[p] = struct{}{}
 	e.Proxies = proxyIDs(e.conns)
 	c.byProxy[p] = key

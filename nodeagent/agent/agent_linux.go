@@ -272,6 +272,9 @@ func (a *Agent) shutdown() error {
 	if p.repair != nil {
 		errs = append(errs, p.repair.Close())
 	}
+	if p.health != nil {
+		errs = append(errs, p.health.Close())
+	}
 	if p.tunnel != nil && !cfg.Tunnel.KeepOnStop {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		errs = append(errs, p.tunnel.Remove(ctx))

@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/baremesh/baremesh/nodeagent/health"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
@@ -31,6 +33,9 @@ type Config struct {
 	ControlPlane ControlPlaneConfig `yaml:"controlPlane"`
 	Tunnel       TunnelConfig       `yaml:"tunnel"`
 	Repair       RepairConfig       `yaml:"repair"`
+	// Health runs the WorkloadGroup's probe and reports it to baremeshd
+	// (for an Envoy without Istio's agent); nil: off.
+	Health *health.Config `yaml:"health"`
 	// StatusAddress serves /healthz and /status. Default 127.0.0.1:15022.
 	StatusAddress string `yaml:"statusAddress"`
 	// Interval between reconciler passes (and drift checks). Default 10s.
@@ -224,6 +229,13 @@ func (c Config) Validate() error {
 	case "", string(iptables.BackendNFT), string(iptables.BackendLegacy):
 	default:
 		bad("capture.backend", "unknown backend %q (want nft, legacy or empty to detect)", c.Capture.Backend)
+	}
+	if c.Health != nil {
+		if err := c.Health.Validate(); err != nil {
+			for _, e := range strings.Split(err.Error(), "\n") {
+				bad("health", "%s", e)
+			}
+		}
 	}
 	if c.Tunnel.Enabled {
 		// tunnel.Config's errors read "tunnel: FIELD: ...".

@@ -218,3 +218,30 @@ func TestResolvConf(t *testing.T) {
 		t.Errorf("dnsServers alone: %v", err)
 	}
 }
+
+// TestHealthSection: the health reporter's settings are checked at load,
+// each problem named under health.
+func TestHealthSection(t *testing.T) {
+	good := `capture: {disabled: true}
+health:
+  address: 127.0.0.1:15012
+  group: vm
+  namespace: bookinfo
+  ip: 10.0.0.11
+  tls: {caCertificates: /etc/baremesh/root-cert.pem, clientCertificate: /etc/baremesh/cert-chain.pem, privateKey: /etc/baremesh/key.pem}
+  probe: {httpGet: {port: 9080, path: /health}, periodSeconds: 5}
+`
+	c, err := Parse("a.yaml", []byte(good))
+	if err != nil || c.Health == nil || c.Health.Probe.FailureThreshold != 3 || c.Health.Probe.HTTPGet.Port != 9080 {
+		t.Fatalf("good health section: %+v, %v", c.Health, err)
+	}
+	for _, bad := range []string{
+		"capture: {disabled: true}\nhealth: {address: x:1, namespace: ns, ip: 10.0.0.1, probe: {tcpSocket: {port: 80}}}\n",
+		"capture: {disabled: true}\nhealth: {address: x:1, group: g, namespace: ns, ip: 10.0.0.1, probe: {}}\n",
+		"capture: {disabled: true}\nhealth: {address: x:1, group: g, namespace: ns, ip: 10.0.0.1, tls: {caCertificates: a}, probe: {tcpSocket: {port: 80}}}\n",
+	} {
+		if _, err := Parse("a.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "health") {
+			t.Errorf("%q: %v, want a problem under health", bad, err)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/baremesh/baremesh/internal/version"
+	"github.com/baremesh/baremesh/nodeagent/health"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 	"github.com/baremesh/baremesh/nodeagent/reconcile"
 	"github.com/baremesh/baremesh/nodeagent/tunnel"
@@ -30,6 +31,8 @@ type parts struct {
 	tunnel    *tunnel.Tunnel
 	tunnelC   *reconcile.Tunnel
 	repair    *reconcile.Background
+	health    *reconcile.Background
+	healthCfg *health.Config
 	control   *reconcile.ControlPlane
 }
 
@@ -48,6 +51,9 @@ func (p parts) components() []reconcile.Component {
 	}
 	if p.repair != nil {
 		out = append(out, p.repair)
+	}
+	if p.health != nil {
+		out = append(out, p.health)
 	}
 	return append(out, p.control)
 }
@@ -93,6 +99,15 @@ func (a *Agent) stage(ctx context.Context, cur parts, curCfg, cfg Config) (parts
 				return parts{}, err
 			}
 			next.repair = r
+		}
+	}
+	if cfg.Health != nil && !dry {
+		if cur.health != nil && reflect.DeepEqual(cur.healthCfg, cfg.Health) {
+			next.health, next.healthCfg = cur.health, cur.healthCfg
+		} else {
+			r := health.New(*cfg.Health, a.log.With("component", "health"))
+			next.health = reconcile.NewBackground("health", r.Run, func() string { return fmt.Sprintf("%d reports sent", r.Sent()) })
+			next.healthCfg = cfg.Health
 		}
 	}
 	next.control = cur.control
@@ -173,6 +188,10 @@ func (a *Agent) commit(ctx context.Context, cur, next parts, curCfg Config) erro
 		a.log.Info("proxy stopped", "reason", reason(next.proxy != nil, "its command changed", "proxy removed from the config"))
 	} else if next.proxy != nil && !reflect.DeepEqual(cur.proxySpec, next.proxySpec) {
 		next.proxy.SetSpec(next.proxySpec)
+	}
+	if cur.health != nil && cur.health != next.health {
+		errs = append(errs, cur.health.Close())
+		a.log.Info("health reporter stopped", "reason", reason(next.health != nil, "its settings changed", "health removed from the config"))
 	}
 	if cur.repair != nil && cur.repair != next.repair {
 		errs = append(errs, cur.repair.Close())
