@@ -207,14 +207,14 @@ func clientCPU() float64 {
 
 // daemonProc is baremeshd running as a child process.
 type daemonProc struct {
-	cmd       *exec.Cmd
-	pid       int
-	inproc    func() // stops an in-process daemon
+	cmd            *exec.Cmd
+	pid            int
+	inproc         func() // stops an in-process daemon
 	conf           string
 	xds, http, tls string
-	done      chan struct{}
-	mu        sync.Mutex
-	tail      []string
+	done           chan struct{}
+	mu             sync.Mutex
+	tail           []string
 }
 
 var servingRE = regexp.MustCompile(`msg="baremeshd serving" xds=(\S+) http=(\S+) tls=(\S*)`)
