@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 
 	"github.com/baremesh/baremesh/core/testkit"
 )
@@ -247,4 +250,29 @@ func TestBadGossipDropped(t *testing.T) {
 	if r, ok := a.Get("ns/x"); !ok || r.Owner != "a" || !r.Connected() || len(a.Records()) != 1 {
 		t.Errorf("after bad gossip: %+v %v, %d records", r, ok, len(a.Records()))
 	}
+}
+
+// TestBurstSpreadsFast: 500 registrations claimed at once on one replica
+// reach the two others within 5 s with memberlist's default gossip and
+// push-pull intervals (200 ms, 30 s): the burst sync sends the whole
+// table instead of a few records per gossip round (burst.go). Without it
+// a burst of 500 took 43 s to spread.
+func TestBurstSpreadsFast(t *testing.T) {
+	n := newNetwork(t, grace)
+	n.tune = func(c *memberlist.Config) {
+		c.GossipInterval, c.PushPullInterval = 200*time.Millisecond, 30*time.Second
+	}
+	a := n.start("a")
+	n.start("b", "a")
+	n.start("c", "a")
+	n.waitMembers(3, "a", "b", "c")
+	start := time.Now()
+	for i := range 500 {
+		a.Claim(fmt.Sprintf("vms/web-10.2.%d.%d", i/250, i%250), json.RawMessage(`{"address":"10.2.0.1"}`))
+	}
+	for _, name := range []string{"b", "c"} {
+		nd := n.nodes[name]
+		testkit.EventuallyWithin(t, 5*time.Second, name+" holds the 500 registrations", func() bool { return len(nd.Records()) == 500 })
+	}
+	t.Logf("500 registrations at a → in b and c in %v", time.Since(start).Round(time.Millisecond))
 }

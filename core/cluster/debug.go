@@ -94,6 +94,7 @@ type Metrics struct {
 	registrations prometheus.Gauge
 	tombstones    prometheus.Gauge
 	bytes         *prometheus.CounterVec
+	bursts        prometheus.Counter
 }
 
 // NewMetrics registers the metrics with reg; members reads the member
@@ -107,9 +108,11 @@ func NewMetrics(reg prometheus.Registerer, members func() int) *Metrics {
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_cluster_gossip_bytes_total",
 			Help: "Gossip payload bytes (before memberlist's framing, compression and encryption), by direction (queued, sent, received) and kind (broadcast, pushpull)."},
 			[]string{"direction", "kind"}),
+		bursts: prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_cluster_burst_syncs_total",
+			Help: "Whole-table syncs with every member run because a burst of registrations filled the gossip queue."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.members, m.registrations, m.tombstones, m.bytes)
+		reg.MustRegister(m.members, m.registrations, m.tombstones, m.bytes, m.bursts)
 	}
 	return m
 }
@@ -122,6 +125,11 @@ func (t *Table) NumMembers() int {
 	return t.ml.NumMembers()
 }
 
+func (m *Metrics) burstSync() {
+	if m != nil {
+		m.bursts.Inc()
+	}
+}
 func (m *Metrics) queued(n int) {
 	if m != nil {
 		m.bytes.WithLabelValues("queued", "broadcast").Add(float64(n))

@@ -48,8 +48,9 @@ func (t *Table) startGossip() error {
 			t.o.Logger.Info("joined the cluster", "seeds answered", n, "members", ml.NumMembers())
 		}
 	}
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go t.rejoin()
+	go t.burstSync()
 	return nil
 }
 

@@ -28,7 +28,9 @@ import (
 // counts the bytes put on the wire (after memberlist's framing,
 // compression and encryption).
 type network struct {
-	t testing.TB
+	// tune, if set, adjusts memberlist after fast.
+	tune func(*memberlist.Config)
+	t    testing.TB
 	// metrics, if set, are every replica's.
 	metrics *Metrics
 	mu      sync.Mutex
@@ -75,8 +77,14 @@ func (n *network) start(name string, seeds ...string) *node {
 	ev := &eventLog{}
 	tbl, err := New(Options{Name: name, Bind: addr, Logger: testLogger(name), Metrics: n.metrics, Seeds: seedAddrs, Grace: n.grace,
 		ReapInterval: 20 * time.Millisecond, Rejoin: 100 * time.Millisecond,
-		SecretKey:  []byte("0123456789abcdef"),
-		Memberlist: func(c *memberlist.Config) { fast(c); c.Transport = tr }})
+		SecretKey: []byte("0123456789abcdef"),
+		Memberlist: func(c *memberlist.Config) {
+			fast(c)
+			if n.tune != nil {
+				n.tune(c)
+			}
+			c.Transport = tr
+		}})
 	if err != nil {
 		n.t.Fatal(err)
 	}

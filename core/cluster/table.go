@@ -81,8 +81,12 @@ type Table struct {
 	failedMu sync.Mutex
 	failed   map[string]failedMember // gone members' addresses, to rejoin
 	kick     chan struct{}
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	// queued counts broadcasts queued (under mu); burst wakes the
+	// burst sync (burst.go).
+	queued uint64
+	burst  chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // held is a registration this replica holds connections for.
@@ -117,7 +121,7 @@ func New(o Options) (*Table, error) {
 	}
 	t := &Table{o: o, name: o.Name, recs: map[string]Record{}, local: map[string]*held{},
 		seenAt: map[string]time.Time{}, failed: map[string]failedMember{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+		kick: make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{})}
 	t.wake = sync.NewCond(&t.mu)
 	if o.Bind != "" {
 		if err := t.startGossip(); err != nil {
@@ -307,6 +311,13 @@ func (t *Table) commitLocked(r Record, gossip bool) {
 		msg := encodeRecord(r)
 		t.queue.QueueBroadcast(&broadcast{key: r.Key, msg: msg})
 		t.o.Metrics.queued(len(msg))
+		t.queued++
+		if t.queue.NumQueued() >= burstQueue {
+			select {
+			case t.burst <- struct{}{}:
+			default:
+			}
+		}
 	}
 	t.reassertLocked(r.Key)
 }
