@@ -20,6 +20,7 @@ type Registrations interface {
 	Release(key string)                           // that proxy's stream ended
 	Delete(key string)                            // its group is gone
 	Watch(func(cluster.Record))                   // every key's winning record, in order
+	Restore([]cluster.Record)                     // records persisted before a restart
 }
 
 var _ Registrations = (*cluster.Table)(nil)
@@ -50,6 +51,8 @@ func (c *Controller) watch(r cluster.Record) {
 		return
 	}
 	if r.Deleted {
+		delete(c.records, r.Key)
+		c.scheduleSaveLocked()
 		if _, ok := c.entries[r.Key]; ok {
 			c.o.Logger.Info("auto-registered entry removed", "entry", r.Key, "owner", r.Owner)
 			c.o.Metrics.unregistered()
@@ -74,6 +77,7 @@ func (c *Controller) watch(r cluster.Record) {
 		e.Proxies = h.Proxies
 	}
 	c.entries[r.Key] = e
+	c.records[r.Key] = r
 	c.applyLocked([]string{r.Key}, nil)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/baremesh/baremesh/core/cluster"
 	"github.com/baremesh/baremesh/core/config"
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
@@ -27,6 +28,9 @@ const stateVersion = 1
 type stateFile struct {
 	Version int      `json:"version"`
 	Entries []*entry `json:"entries"`
+	// Records are the replicated table's live records (with replicas),
+	// restored into the table at start (Table.Restore).
+	Records []cluster.Record `json:"records,omitempty"`
 }
 
 // load reads the persisted entries; a missing file is an empty state, a
@@ -49,6 +53,7 @@ func (c *Controller) load() ([]*entry, error) {
 	if s.Version != stateVersion {
 		return nil, fmt.Errorf("auto-registration state %s: version %d, want %d", c.o.StateFile, s.Version, stateVersion)
 	}
+	c.restored = s.Records
 	return s.Entries, nil
 }
 
@@ -59,6 +64,13 @@ func (c *Controller) save() error {
 		return nil
 	}
 	s := stateFile{Version: stateVersion, Entries: c.sortedLocked()}
+	if c.o.Registrations != nil {
+		s.Entries = nil
+		for _, r := range c.records {
+			s.Records = append(s.Records, r)
+		}
+		sort.Slice(s.Records, func(i, j int) bool { return s.Records[i].Key < s.Records[j].Key })
+	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/cluster"
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
@@ -100,8 +101,12 @@ type Controller struct {
 	timers  map[string]*time.Timer
 	// held are, with Registrations, the entries this replica holds
 	// connections for (what it claimed), by key.
-	held    map[string]*entry
-	stopped bool
+	held map[string]*entry
+	// records are, with Registrations, the table's live records as
+	// persisted; restored are those read at start.
+	records  map[string]cluster.Record
+	restored []cluster.Record
+	stopped  bool
 	// saveTimer is the pending state write: changes within saveDelay are
 	// written once (a connect storm would otherwise rewrite the whole file
 	// per proxy).
@@ -156,13 +161,22 @@ func New(o Options) (*Controller, error) {
 		o.Controller = "baremeshd"
 	}
 	c := &Controller{o: o, entries: map[string]*entry{}, byProxy: map[*model.Proxy]string{}, timers: map[string]*time.Timer{}, held: map[string]*entry{}}
-	if o.Registrations != nil {
-		o.Registrations.Watch(c.watch)
-		return c, nil
-	}
 	loaded, err := c.load()
 	if err != nil {
 		return nil, err
+	}
+	if o.Registrations != nil {
+		// With replicas the table's records are what persists: restored
+		// into the table, which gives this replica's own claims a full
+		// grace period from now and takes a peer's newer word over them.
+		c.records = map[string]cluster.Record{}
+		o.Registrations.Watch(c.watch)
+		if len(c.restored) > 0 {
+			o.Registrations.Restore(c.restored)
+			o.Logger.Info("replicated registrations restored; each waits a grace period for its proxy", "records", len(c.restored), "grace", o.Grace)
+		}
+		c.restored = nil
+		return c, nil
 	}
 	now := o.Now()
 	c.mu.Lock()
@@ -443,7 +457,13 @@ func (c *Controller) applyLocked(ups, dels []string) {
 		cfgs = append(cfgs, cfg)
 	}
 	c.o.Store.Apply(cfgs, gone)
-	if c.o.StateFile != "" && c.o.Registrations == nil && c.saveTimer == nil && !c.stopped {
+	c.scheduleSaveLocked()
+}
+
+// scheduleSaveLocked persists the state after saveDelay (writes are
+// coalesced); c.mu is held.
+func (c *Controller) scheduleSaveLocked() {
+	if c.o.StateFile != "" && c.saveTimer == nil && !c.stopped {
 		c.saveTimer = time.AfterFunc(saveDelay, func() {
 			c.mu.Lock()
 			defer c.mu.Unlock()
