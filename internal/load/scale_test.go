@@ -229,23 +229,56 @@ func startProcess(tb testing.TB, n int, args ...string) *daemonProc {
 		return startInProcess(tb, n)
 	}
 	dir := tb.TempDir()
-	bin := os.Getenv("BAREMESH_SCALE_BIN") // a prebuilt baremeshd, else build this tree's
-	if bin == "" {
-		bin = filepath.Join(dir, "baremeshd")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/baremesh/baremesh/cmd/baremeshd").CombinedOutput(); err != nil {
-			tb.Fatalf("go build baremeshd: %v\n%s", err, out)
-		}
-	}
-	d := &daemonProc{conf: filepath.Join(dir, "conf.d"), done: make(chan struct{})}
-	if err := os.Mkdir(d.conf, 0o755); err != nil {
+	conf := filepath.Join(dir, "conf.d")
+	if err := os.Mkdir(conf, 0o755); err != nil {
 		tb.Fatal(err)
 	}
 	for i := range n {
-		writeFile(tb, d.conf, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
+		writeFile(tb, conf, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
 	}
-	argv := append([]string{bin, "--config-dir", d.conf, "--mesh-config", filepath.Join(dir, "none.yaml"),
+	argv := append([]string{"--config-dir", conf, "--mesh-config", filepath.Join(dir, "none.yaml"),
 		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "info"}, args...)
+	d := runDaemon(tb, daemonBinary(tb), argv...)
+	d.conf = conf
+	return d
+}
+
+// daemonBinary is BAREMESH_SCALE_BIN (a prebuilt baremeshd), else this
+// tree's, built once per test binary.
+func daemonBinary(tb testing.TB) string {
+	tb.Helper()
+	if bin := os.Getenv("BAREMESH_SCALE_BIN"); bin != "" {
+		return bin
+	}
+	builtOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "baremeshd-bin")
+		if err != nil {
+			builtErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "baremeshd")
+		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if out, err := exec.Command(goTool, "build", "-o", builtBin, "github.com/baremesh/baremesh/cmd/baremeshd").CombinedOutput(); err != nil {
+			builtErr = fmt.Errorf("go build baremeshd: %v\n%s", err, out)
+		}
+	})
+	if builtErr != nil {
+		tb.Fatal(builtErr)
+	}
+	return builtBin
+}
+
+var (
+	builtOnce sync.Once
+	builtBin  string
+	builtErr  error
+)
+
+// runDaemon starts bin with args and waits until it serves and is ready.
+func runDaemon(tb testing.TB, bin string, args ...string) *daemonProc {
+	tb.Helper()
+	d := &daemonProc{done: make(chan struct{})}
+	argv := append([]string{bin}, args...)
 	if cpus := os.Getenv("BAREMESH_DAEMON_CPUS"); cpus != "" {
 		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
