@@ -55,7 +55,7 @@ spec:
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")
-	cfg.StateDir = b.TempDir() // outside the watched directory
+	cfg.StateDir = b.TempDir()                  // outside the watched directory
 	cfg.AllowUnauthenticatedRegistration = true // plaintext on loopback; the TLS path is tested in internal/e2e
 	d, err := daemon.New(cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
