@@ -24,6 +24,12 @@ import (
 // maxSlowest is how many of the slowest proxies a push record keeps.
 const maxSlowest = 5
 
+// maxPending bounds the changes kept per proxy: a proxy that never
+// ACKs (it NACKs everything, or does not read) would otherwise keep one
+// per push for as long as it stays connected. Past it the oldest is
+// dropped and counted as missed: it did not converge.
+const maxPending = 64
+
 // forgetAfter: a proxy with no stream and pending changes is forgotten
 // after this long (it is not coming back).
 const forgetAfter = 10 * time.Minute
@@ -166,6 +172,13 @@ func (t *sloTracker) enqueued(c *conn, rec *pushRecord, start time.Time) {
 	p := t.entry(c.proxy.ID, proxyKind(c))
 	if !slices.ContainsFunc(p.pending, func(pc *pendingChange) bool { return pc.rec == rec }) {
 		p.pending = append(p.pending, &pendingChange{rec: rec, start: start, queued: t.now(), types: map[string]bool{}})
+	}
+	if n := len(p.pending) - maxPending; n > 0 {
+		p.missed += n
+		if t.objective > 0 {
+			t.missed.WithLabelValues(p.kind).Add(float64(n))
+		}
+		p.pending = slices.Delete(p.pending, 0, n)
 	}
 	t.mu.Unlock()
 }

@@ -104,6 +104,11 @@ type edsCache struct {
 	mu     sync.Mutex
 	push   uint64
 	m      map[edsKey]*wire.Resource
+	// newest is, per key without its endpoints part, the endpoints of
+	// the entry cached: an endpoint change replaces the cluster's entry
+	// instead of adding one (endpoint-only changes keep the snapshot, and
+	// so the cache, for as long as no full push comes).
+	newest map[edsKey]uint64
 	hits   uint64
 	misses uint64
 	// lists holds whole-subscription results: thousands of proxies with
@@ -160,7 +165,7 @@ func (c *edsCache) get(k edsKey) (*wire.Resource, bool) {
 		if k.push < c.push {
 			return nil, false // an older snapshot: do not cache
 		}
-		c.push, c.m, c.lists = k.push, map[edsKey]*wire.Resource{}, nil
+		c.push, c.m, c.lists, c.newest = k.push, map[edsKey]*wire.Resource{}, nil, map[edsKey]uint64{}
 	}
 	e, ok := c.m[k]
 	if ok {
@@ -174,9 +179,21 @@ func (c *edsCache) get(k edsKey) (*wire.Resource, bool) {
 func (c *edsCache) put(k edsKey, e *wire.Resource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if k.push == c.push && c.m != nil {
-		c.m[k] = e
+	if k.push != c.push || c.m == nil {
+		return
 	}
+	base := k
+	base.endpoints = 0
+	if old, ok := c.newest[base]; ok && old != k.endpoints {
+		if old > k.endpoints {
+			return // a newer generation is cached already
+		}
+		stale := base
+		stale.endpoints = old
+		delete(c.m, stale)
+	}
+	c.newest[base] = k.endpoints
+	c.m[k] = e
 }
 
 // buildPerName builds the resources of names (EDS) through the cache,

@@ -52,3 +52,26 @@ func TestEDSListCacheAssert(t *testing.T) {
 		t.Fatalf("assertion reports = %v, want one about the whole subscription", mismatch)
 	}
 }
+
+// TestEDSCacheKeepsTheNewestGeneration: endpoint-only changes keep the
+// snapshot; each cluster's entry is replaced by the newer generation
+// instead of piling up until the next full push.
+func TestEDSCacheKeepsTheNewestGeneration(t *testing.T) {
+	c := &edsCache{}
+	k := edsKey{cluster: "outbound|80||a.mesh", push: 1}
+	for gen := range uint64(100) {
+		k.endpoints = gen
+		if _, ok := c.get(k); ok {
+			t.Fatalf("generation %d cached before it was put", gen)
+		}
+		c.put(k, &wire.Resource{Name: k.cluster})
+	}
+	if len(c.m) != 1 {
+		t.Errorf("%d entries cached for one cluster, want 1", len(c.m))
+	}
+	k.endpoints = 50
+	c.put(k, &wire.Resource{Name: k.cluster}) // an older generation finishing late
+	if _, ok := c.get(edsKey{cluster: k.cluster, push: 1, endpoints: 99}); !ok || len(c.m) != 1 {
+		t.Errorf("the newest generation was replaced by an older one")
+	}
+}
