@@ -3,6 +3,8 @@ package load
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,7 +23,9 @@ import (
 // daemon's CPU ratio is what TLS costs the server. With
 // BAREMESH_DAEMON_CPUS=0 and the benchmark run under `taskset -c 1`,
 // daemon and client get a core each. BAREMESH_STORM_STREAMS_PER_CONN as
-// in BenchmarkConnectStormTLS.
+// in BenchmarkConnectStormTLS. BAREMESH_STORM_CPUPROFILE=FILE writes
+// the daemon's CPU profile of the first TLS storm's first seconds
+// (BAREMESH_STORM_CPUPROFILE_SECONDS, 4) to FILE.
 func BenchmarkConnectStormTLSServer(b *testing.B) {
 	raiseNoFile(b)
 	proxies := envInt("BAREMESH_SCALE_PROXIES", 2000)
@@ -49,7 +53,9 @@ func BenchmarkConnectStormTLSServer(b *testing.B) {
 	}
 	tlsOpt := grpc.WithTransportCredentials(creds)
 	p1, pc1 := storm(d.xds)
+	stopProfile := d.profileTo(b, os.Getenv("BAREMESH_STORM_CPUPROFILE"))
 	s1, sc1 := storm(d.tls, tlsOpt)
+	stopProfile()
 	s2, sc2 := storm(d.tls, tlsOpt)
 	p2, pc2 := storm(d.xds)
 	plain, secure := (p1+p2)/2, (s1+s2)/2
@@ -62,4 +68,34 @@ func BenchmarkConnectStormTLSServer(b *testing.B) {
 	b.ReportMetric(secureCPU/plainCPU, "daemon_cpu_tls/plaintext")
 	b.ReportMetric(plainCPU, "daemon_cpu_plaintext_s")
 	b.ReportMetric(secureCPU, "daemon_cpu_tls_s")
+}
+
+// profileTo starts a CPU profile of the daemon's next seconds (its
+// /debug/pprof) written to file; the returned func waits for the file.
+// An empty file profiles nothing.
+func (d *daemonProc) profileTo(tb testing.TB, file string) (stop func()) {
+	if file == "" {
+		return func() {}
+	}
+	seconds := envInt("BAREMESH_STORM_CPUPROFILE_SECONDS", 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", d.http, seconds))
+		if err != nil {
+			tb.Errorf("profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		out, err := os.Create(file)
+		if err != nil {
+			tb.Errorf("profile: %v", err)
+			return
+		}
+		defer out.Close()
+		if _, err := io.Copy(out, resp.Body); err != nil {
+			tb.Errorf("profile: %v", err)
+		}
+	}()
+	return func() { <-done }
 }
