@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"k8s.io/client-go/kubernetes"
 
@@ -115,7 +114,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	if p.lis, err = net.Listen("tcp", d.cfg.TLSAddr); err != nil {
 		return fmt.Errorf("tls listener: %w", err)
 	}
-	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(credentials.NewTLS(tlsCfg)))...)
+	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(ca.ServerCredentials(tlsCfg)))...)
 	p.srv.Register(p.grpc)
 	d.xds.Register(p.grpc) // authenticated xDS beside the CA (xdsauth.go)
 	d.Handle("/debug/certz", p.srv.CertzHandler())

@@ -101,9 +101,9 @@ func parseLabels(s string) map[string]string {
 // is regenerated and a difference panics: a key that misses an input is
 // a bug of the class that has produced CVEs in istiod.
 type edsCache struct {
-	mu     sync.Mutex
-	push   uint64
-	m      map[edsKey]*wire.Resource
+	mu   sync.Mutex
+	push uint64
+	m    map[edsKey]*wire.Resource
 	// newest is, per key without its endpoints part, the endpoints of
 	// the entry cached: an endpoint change replaces the cluster's entry
 	// instead of adding one (endpoint-only changes keep the snapshot, and

@@ -60,7 +60,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
+	g := grpc.NewServer(grpc.Creds(ServerCredentials(tlsCfg)))
 	e.srv.Register(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)

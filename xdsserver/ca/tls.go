@@ -32,9 +32,13 @@ func ServerTLS(ca *identity.CA, sans []string) (*tls.Config, error) {
 		return nil, err
 	}
 	return &tls.Config{
-		MinVersion:     tls.VersionTLS12,
-		ClientAuth:     tls.RequestClientCert,
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.get() },
+		MinVersion: tls.VersionTLS12,
+		ClientAuth: tls.RequestClientCert,
+		// Full-size records from the first byte: a proxy's first
+		// response is its whole config, not a web page whose first
+		// bytes should render early.
+		DynamicRecordSizingDisabled: true,
+		GetCertificate:              func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return r.get() },
 	}, nil
 }
 
