@@ -39,22 +39,7 @@ func TestFailoverKill9(t *testing.T) {
 	}
 	raiseNoFile(t)
 	conf := t.TempDir()
-	writeFile(t, conf, "vm.yaml", `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: vm, namespace: default}
-spec:
-  hosts: [vm.load.mesh]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  workloadSelector: {labels: {app: vm}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadGroup
-metadata: {name: vm, namespace: default}
-spec:
-  metadata: {labels: {app: vm}}
-  template: {ports: {http: 8080}}
-`)
+	writeFile(t, conf, "vm.yaml", vmGroupYAML)
 	bin := daemonBinary(t)
 	names := []string{"cp-a", "cp-b", "cp-c"}
 	ports := freePorts(t, 3)

@@ -35,22 +35,7 @@ func BenchmarkHealthFlipToEDS(b *testing.B) {
 	for i := range 50 {
 		writeFile(b, dir, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
 	}
-	writeFile(b, dir, "vm.yaml", `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: vm, namespace: default}
-spec:
-  hosts: [vm.load.mesh]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  workloadSelector: {labels: {app: vm}}
----
-apiVersion: networking.istio.io/v1
-kind: WorkloadGroup
-metadata: {name: vm, namespace: default}
-spec:
-  metadata: {labels: {app: vm}}
-  template: {ports: {http: 8080}}
-`)
+	writeFile(b, dir, "vm.yaml", vmGroupYAML)
 	cfg := daemon.Defaults() // the default debounce (100 ms)
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
@@ -125,3 +110,22 @@ spec:
 	b.ReportMetric(out[len(out)-1].Seconds(), "unhealthy_max_s")
 	b.ReportMetric(in[len(in)-1].Seconds(), "healthy_max_s")
 }
+
+// vmGroupYAML is a VM service and the WorkloadGroup its proxies
+// auto-register with (app: vm, port 8080).
+const vmGroupYAML = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: vm, namespace: default}
+spec:
+  hosts: [vm.load.mesh]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  workloadSelector: {labels: {app: vm}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadGroup
+metadata: {name: vm, namespace: default}
+spec:
+  metadata: {labels: {app: vm}}
+  template: {ports: {http: 8080}}
+`
