@@ -89,11 +89,23 @@ func (c *recordConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func (c *recordConn) open() {
+// open starts a batch for a write of n plaintext bytes.
+func (c *recordConn) open(n int) {
+	need := n + (n/16384+1)*recordOverhead
+	b := batchPool.Get().(*[]byte)
+	if cap(*b) < need {
+		batchPool.Put(b)
+		nb := make([]byte, 0, need)
+		b = &nb
+	}
 	c.mu.Lock()
-	c.batch = batchPool.Get().(*[]byte)
+	c.batch = b
 	c.mu.Unlock()
 }
+
+// recordOverhead bounds what TLS adds to a record: header, content
+// type and AEAD tag (TLS 1.3), or header, explicit nonce and tag (1.2).
+const recordOverhead = 64
 
 // flush writes the gathered records and closes the batch. Records TLS
 // writes from other goroutines (alerts) meanwhile joined the batch in
@@ -104,14 +116,19 @@ func (c *recordConn) flush() error {
 	b := c.batch
 	c.batch = nil
 	_, err := c.Conn.Write(*b)
-	if cap(*b) <= 256<<10 {
+	if cap(*b) <= batchSize {
 		*b = (*b)[:0]
 		batchPool.Put(b)
 	}
 	return err
 }
 
-var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 40<<10); return &b }}
+// batchSize fits the records of gRPC's largest write here (the xDS
+// server's 256 KB write buffer); only a connection's writes in flight
+// hold one.
+const batchSize = 256<<10 + 16*recordOverhead + 4096
+
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, batchSize); return &b }}
 
 // batchWriter is the TLS connection gRPC sees: each Write's records
 // leave in one system call. gRPC writes from one goroutine; wmu keeps
@@ -128,7 +145,7 @@ func (w *batchWriter) Write(p []byte) (int, error) {
 	defer w.wmu.Unlock()
 	w.writing.Store(true)
 	defer w.writing.Store(false)
-	w.raw.open()
+	w.raw.open(len(p))
 	n, err := w.Conn.Write(p)
 	if ferr := w.raw.flush(); ferr != nil && err == nil {
 		return 0, ferr
