@@ -15,9 +15,10 @@ import (
 // beneath TLS that make a connect storm cheaper for the server, where a
 // new proxy's whole config (often megabytes) crosses a fresh connection:
 //
-//   - gRPC hands TLS 32 KB at a time, which crypto/tls cuts into 16 KB
-//     records and writes one system call per record; here the records
-//     of one write leave in one system call, as plaintext gRPC's do.
+//   - gRPC hands TLS up to its write buffer at a time (256 KB for xDS),
+//     which crypto/tls cuts into 16 KB records and writes one system
+//     call per record; here the records of one write leave in one
+//     system call, as plaintext gRPC's do.
 //   - crypto/tls reads whatever the socket holds into its record buffer
 //     and, when a record straddles the end, reallocates it (doubling,
 //     zeroed); a proxy's large requests (SotW EDS names lists) made that
@@ -92,9 +93,13 @@ func (c *recordConn) Write(p []byte) (int, error) {
 // open starts a batch for a write of n plaintext bytes.
 func (c *recordConn) open(n int) {
 	need := n + (n/16384+1)*recordOverhead
-	b := batchPool.Get().(*[]byte)
-	if cap(*b) < need {
-		batchPool.Put(b)
+	var b *[]byte
+	switch {
+	case need <= smallBatch:
+		b = smallPool.Get().(*[]byte)
+	case need <= batchSize:
+		b = batchPool.Get().(*[]byte)
+	default:
 		nb := make([]byte, 0, need)
 		b = &nb
 	}
@@ -116,19 +121,28 @@ func (c *recordConn) flush() error {
 	b := c.batch
 	c.batch = nil
 	_, err := c.Conn.Write(*b)
-	if cap(*b) <= batchSize {
-		*b = (*b)[:0]
+	*b = (*b)[:0]
+	switch cap(*b) {
+	case smallBatch:
+		smallPool.Put(b)
+	case batchSize:
 		batchPool.Put(b)
 	}
 	return err
 }
 
 // batchSize fits the records of gRPC's largest write here (the xDS
-// server's 256 KB write buffer); only a connection's writes in flight
-// hold one.
-const batchSize = 256<<10 + 16*recordOverhead + 4096
+// server's 256 KB write buffer), smallBatch one record (a small
+// response, an ACK-sized write, a ping); only writes in flight hold one.
+const (
+	batchSize  = 256<<10 + 17*recordOverhead
+	smallBatch = 16<<10 + 2*recordOverhead
+)
 
-var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, batchSize); return &b }}
+var (
+	batchPool = sync.Pool{New: func() any { b := make([]byte, 0, batchSize); return &b }}
+	smallPool = sync.Pool{New: func() any { b := make([]byte, 0, smallBatch); return &b }}
+)
 
 // batchWriter is the TLS connection gRPC sees: each Write's records
 // leave in one system call. gRPC writes from one goroutine; wmu keeps
