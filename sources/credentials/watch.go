@@ -89,6 +89,11 @@ func Watch(ctx context.Context, dir string, rescan time.Duration, log *slog.Logg
 	}
 	var last []byte
 	load := func() {
+		// Watch before reading: a change made after the read is an event,
+		// one made before it is in what the read sees.
+		if w != nil {
+			watchAll(w, dir)
+		}
 		set, err := Read(dir)
 		if err != nil {
 			log.Warn("credentials: cannot read the directory; the last credentials stay", "err", err)
@@ -100,9 +105,6 @@ func Watch(ctx context.Context, dir string, rescan time.Duration, log *slog.Logg
 				log.Warn("credential cannot be served", "credential", c.Name, "dir", filepath.Join(dir, c.Name), "err", c.Err)
 			}
 			publish(set)
-		}
-		if w != nil {
-			watchAll(w, dir)
 		}
 	}
 	load()
