@@ -15,9 +15,9 @@ import (
 
 // BenchmarkConnectStormTLSServer is the connect storm with baremeshd as
 // its own process, so the server's share is measured apart from the
-// client's: after a warm-up storm, for each of plaintext and TLS (ABBA order) the time until
-// all BAREMESH_SCALE_PROXIES (2,000) proxies are configured and the
-// CPU seconds the daemon spent meanwhile. On one machine the client's
+// client's: after a warm-up storm, for each of plaintext and TLS (ABBA
+// order) the time until all BAREMESH_SCALE_PROXIES (2,000) proxies are
+// configured and the CPU seconds the daemon spent meanwhile. On one machine the client's
 // TLS (its handshakes and decryption, which in a fleet run on the
 // proxies' own hosts) competes with the daemon for the same cores; the
 // daemon's CPU ratio is what TLS costs the server. With
