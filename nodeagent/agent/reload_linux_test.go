@@ -311,16 +311,7 @@ func TestReloadUnchangedRestoresNothing(t *testing.T) {
 	if n := r.runner.restores.Load(); n != 2 {
 		t.Fatalf("%d restores at start, want 2 (one per family)", n)
 	}
-	// iptables-save's comments carry the time of day: compare without them.
-	save := func() string {
-		var out []string
-		for _, l := range strings.Split(ns.Run(t, "iptables-nft-save"), "\n") {
-			if !strings.HasPrefix(l, "#") {
-				out = append(out, l)
-			}
-		}
-		return strings.Join(out, "\n")
-	}
+	save := func() string { return nftRules(t, ns) }
 	rules := save()
 	for _, tc := range []struct {
 		name, config string
@@ -362,7 +353,7 @@ func TestReloadInvalidKeepsRules(t *testing.T) {
 	ns := nstest.New(t)
 	base := "statusAddress: 127.0.0.1:0\ninterval: 1h\nnetns: " + ns.Name + "\ncapture:\n  backend: nft\n  inboundPortsExclude: [8081]\n"
 	r := startReloadAgent(t, base)
-	rules := ns.Run(t, "iptables-nft-save")
+	rules := nftRules(t, ns)
 	restores := r.runner.restores.Load()
 	for _, tc := range []struct{ name, config, want string }{
 		{"not YAML", base + "  outboundPortsExclude: 5432: x\n", ":7: not valid agent YAML: mapping values are not allowed in this context"},
@@ -390,11 +381,25 @@ func TestReloadInvalidKeepsRules(t *testing.T) {
 	if n := r.runner.restores.Load(); n != restores {
 		t.Errorf("%d restores for refused configs, want none", n-restores)
 	}
-	if got := ns.Run(t, "iptables-nft-save"); got != rules {
+	if got := nftRules(t, ns); got != rules {
 		t.Errorf("refused configs changed the rules:\n%s\nwant:\n%s", got, rules)
 	}
 	r.mustReload(base)
 	if d, _ := getStatus(t, r.addr); d.State != "Ready" || !strings.HasPrefix(d.reason("config"), "Ready: ") {
 		t.Errorf("after a good reload: %+v", d)
 	}
+}
+
+// nftRules is iptables-nft-save's output in ns without its comments,
+// which carry the time of day (two saves a second apart differ in them;
+// TestReloadInvalidKeepsRules failed so once).
+func nftRules(t *testing.T, ns *nstest.NS) string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(ns.Run(t, "iptables-nft-save"), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
