@@ -56,6 +56,26 @@ func startDaemon(t *testing.T, dir string) (*Daemon, func()) {
 	return d, stop
 }
 
+// webConfDir is a new config directory holding web.yaml, the seYAML
+// ServiceEntry on port.
+func webConfDir(t *testing.T, port string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "conf.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(strings.Replace(seYAML, "PORT", port, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// waitReady polls the daemon's /readyz until it answers 200.
+func waitReady(t *testing.T, d *Daemon) {
+	t.Helper()
+	testkit.Eventually(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
+}
+
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -78,16 +98,10 @@ func configzOf(t *testing.T, d *Daemon) configz {
 }
 
 func TestDaemonServesConfigAndFollowsEdits(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "conf.d")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := webConfDir(t, "80")
 	path := filepath.Join(dir, "web.yaml")
-	if err := os.WriteFile(path, []byte(strings.Replace(seYAML, "PORT", "80", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	d, _ := startDaemon(t, dir)
-	testkit.Eventually(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
+	waitReady(t, d)
 	if code, _ := get(t, "http://"+d.HTTPAddr()+"/healthz"); code != 200 {
 		t.Fatalf("healthz = %d", code)
 	}

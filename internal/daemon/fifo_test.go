@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -14,19 +13,13 @@ import (
 // the daemon from ever becoming ready or stopping. Now the daemon is
 // ready, the FIFO is a problem on /debug/configz, and it stops.
 func TestFIFOInConfigDir(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "conf.d")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(strings.Replace(seYAML, "PORT", "8080", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := webConfDir(t, "8080")
 	pipe := filepath.Join(dir, "pipe.yaml")
 	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d, _ := startDaemon(t, dir) // its cleanup fails the test unless Run returns within 10 s of cancel
-	testkit.Eventually(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
+	waitReady(t, d)
 	testkit.Eventually(t, "FIFO on configz", func() bool {
 		for _, p := range configzOf(t, d).Rejected {
 			if p.Origin == pipe && strings.Contains(p.Error, "FIFO") {

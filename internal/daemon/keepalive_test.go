@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +11,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -32,15 +28,8 @@ func TestPingingClientKeepsItsStream(t *testing.T) {
 		t.Skip("watches a stream for 45 s")
 	}
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "conf.d")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(strings.Replace(seYAML, "PORT", "80", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := startDaemon(t, dir)
-	testkit.Eventually(t, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
+	d, _ := startDaemon(t, webConfDir(t, "80"))
+	waitReady(t, d)
 
 	conn, err := grpc.NewClient(d.XDSAddr(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),

@@ -92,7 +92,7 @@ func (c *recordConn) Write(p []byte) (int, error) {
 
 // open starts a batch for a write of n plaintext bytes.
 func (c *recordConn) open(n int) {
-	need := n + (n/16384+1)*recordOverhead
+	need := n + (n/maxRecord+1)*recordOverhead
 	var b *[]byte
 	switch {
 	case need <= smallBatch:
@@ -108,9 +108,13 @@ func (c *recordConn) open(n int) {
 	c.mu.Unlock()
 }
 
-// recordOverhead bounds what TLS adds to a record: header, content
-// type and AEAD tag (TLS 1.3), or header, explicit nonce and tag (1.2).
-const recordOverhead = 64
+// maxRecord is TLS's largest record payload; recordOverhead bounds what
+// TLS adds to a record: header, content type and AEAD tag (TLS 1.3), or
+// header, explicit nonce and tag (1.2).
+const (
+	maxRecord      = 16 << 10
+	recordOverhead = 64
+)
 
 // flush writes the gathered records and closes the batch. Records TLS
 // writes from other goroutines (alerts) meanwhile joined the batch in
@@ -136,7 +140,7 @@ func (c *recordConn) flush() error {
 // response, an ACK-sized write, a ping); only writes in flight hold one.
 const (
 	batchSize  = 256<<10 + 17*recordOverhead
-	smallBatch = 16<<10 + 2*recordOverhead
+	smallBatch = maxRecord + 2*recordOverhead
 )
 
 var (
