@@ -160,6 +160,9 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 	p.enqueue(req)
 }
 
+// Mesh is the mesh config in force (the next push builds with it).
+func (p *Pipeline) Mesh() *meshv1alpha1.MeshConfig { return p.mesh.Load() }
+
 // SetMesh replaces the mesh config and queues a full push.
 func (p *Pipeline) SetMesh(m *meshv1alpha1.MeshConfig) {
 	p.mesh.Store(m)

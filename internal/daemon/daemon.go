@@ -247,7 +247,10 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 		Help: "Times an edit of the mesh config file was refused; the last good mesh config stayed in force.",
 	})
 	d.reg.MustRegister(meshRejects)
-	var last *meshv1alpha1.MeshConfig
+	// The baseline is the mesh config New loaded, not the watcher's first
+	// read: an edit made between the two would otherwise be taken as the
+	// starting point and never applied.
+	last := d.pipeline.Mesh()
 	err := file.WatchFile(ctx, d.cfg.MeshConfig, func(data []byte, err error) {
 		var m *meshv1alpha1.MeshConfig
 		switch {
@@ -268,14 +271,12 @@ func (d *Daemon) watchMesh(ctx context.Context) {
 				return
 			}
 		}
-		if last != nil && protoEqual(last, m) {
+		if protoEqual(last, m) {
 			return
 		}
-		if last != nil {
-			d.log.Info("mesh config changed", "file", d.cfg.MeshConfig)
-			d.pipeline.SetMesh(m)
-			d.kubeMeshChanged(m)
-		}
+		d.log.Info("mesh config changed", "file", d.cfg.MeshConfig)
+		d.pipeline.SetMesh(m)
+		d.kubeMeshChanged(m)
 		last = m
 	})
 	if err != nil {
