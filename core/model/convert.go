@@ -64,6 +64,33 @@ const (
 	Unhealthy        = "unhealthy"
 )
 
+// TLSModeLabel is the workload label that says whether an endpoint
+// takes Istio mTLS (value TLSModeIstio); EDS carries it to the cluster's
+// transport socket matches (auto mTLS).
+const (
+	TLSModeLabel = "security.istio.io/tlsMode"
+	TLSModeIstio = "istio"
+)
+
+// withTLSMode returns a WorkloadEntry's (or a ServiceEntry endpoint's)
+// labels with Istio's TLS mode derived as istiod derives it
+// (getTLSModeFromWorkloadEntry): the label if present, else istio mTLS
+// when a service account is set (the form of Istio's VM guide, which
+// sets no label), else none (plaintext). The labels given are not
+// altered.
+func withTLSMode(labels map[string]string, serviceAccount string) map[string]string {
+	if serviceAccount == "" {
+		return labels
+	}
+	if _, set := labels[TLSModeLabel]; set {
+		return labels
+	}
+	out := make(map[string]string, len(labels)+1)
+	maps.Copy(out, labels)
+	out[TLSModeLabel] = TLSModeIstio
+	return out
+}
+
 func workloadFromEntry(c *config.Config) *WorkloadInstance {
 	we := c.Spec.(*networking.WorkloadEntry)
 	labels := maps.Clone(we.GetLabels())
@@ -74,6 +101,11 @@ func workloadFromEntry(c *config.Config) *WorkloadInstance {
 	for k, v := range c.Labels {
 		if _, set := labels[k]; !set {
 			labels[k] = v
+		}
+	}
+	if we.GetServiceAccount() != "" {
+		if _, set := labels[TLSModeLabel]; !set {
+			labels[TLSModeLabel] = TLSModeIstio
 		}
 	}
 	return &WorkloadInstance{
@@ -102,7 +134,7 @@ func (r *Registry) recomputeEndpoints(seKey config.Key, ch Change) {
 	} else {
 		for _, ep := range se.GetEndpoints() {
 			instances = append(instances, &WorkloadInstance{
-				Namespace: seKey.Namespace, Address: ep.GetAddress(), Labels: ep.GetLabels(), Ports: ep.GetPorts(),
+				Namespace: seKey.Namespace, Address: ep.GetAddress(), Labels: withTLSMode(ep.GetLabels(), ep.GetServiceAccount()), Ports: ep.GetPorts(),
 				Network: ep.GetNetwork(), Locality: ep.GetLocality(), Weight: ep.GetWeight(),
 				ServiceAccount: ep.GetServiceAccount(), Healthy: true,
 			})
