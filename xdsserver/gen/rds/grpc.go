@@ -21,7 +21,8 @@ func grpcRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	var routes []*routev3.Route
 	if vs := v.VirtualServiceFor(svc.Hostname); vs != nil {
 		routes = rb.vsRoutes(vs, nil)
-	} else {
+	}
+	if len(routes) == 0 { // no VirtualService, or none of its HTTP routes is for this port (as vhostBuilder.service)
 		routes = []*routev3.Route{rb.defaultRoute(&forwardRoute{}, gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname), svc.Hostname)}
 	}
 	domains := []string{name}

@@ -88,6 +88,16 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		return
 	}
 	vs := b.rb.v.VirtualServiceFor(svc.Hostname)
+	var routes []*routev3.Route
+	if vs != nil {
+		// A VirtualService with no HTTP route on this port (tls:/tcp:
+		// only, or matches on other ports) leaves the service its default
+		// route, as istiod (its virtual host for the VirtualService is
+		// dropped and the service built as one without).
+		if routes = b.rb.vsRoutes(vs, nil); len(routes) == 0 {
+			vs = nil
+		}
+	}
 	var dh *defaultHost
 	var sh *serviceHost
 	var buf []string
@@ -105,7 +115,7 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		return
 	}
 	if vs != nil {
-		sh.vh.Name, sh.vh.Domains, sh.vh.Routes = name, domains, b.rb.vsRoutes(vs, nil)
+		sh.vh.Name, sh.vh.Domains, sh.vh.Routes = name, domains, routes
 		vh = &sh.vh
 	} else {
 		dh.routes[0] = b.rb.defaultRoute(&dh.route, cluster, svc.Hostname)

@@ -1,0 +1,101 @@
+package rds
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+)
+
+// TestVirtualServiceWithoutHTTPRoutesKeepsDefault: a VirtualService for
+// a host with only tls:/tcp: routes (or HTTP routes for another port)
+// leaves the host's HTTP port its default route, as istiod does; it
+// gave a virtual host with no routes (404 for every request).
+func TestVirtualServiceWithoutHTTPRoutesKeepsDefault(t *testing.T) {
+	const cfg = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: a, namespace: ns}
+spec:
+  hosts: [a.ns.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}, {number: 443, name: tls, protocol: TLS}, {number: 9000, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: a, namespace: ns}
+spec:
+  hosts: [a.ns.svc.cluster.local]
+  tls:
+  - match: [{port: 443, sniHosts: [a.ns.svc.cluster.local]}]
+    route: [{destination: {host: a.ns.svc.cluster.local, port: {number: 443}}}]
+  tcp:
+  - match: [{port: 9000}]
+    route: [{destination: {host: a.ns.svc.cluster.local, port: {number: 9000}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: b, namespace: ns}
+spec:
+  hosts: [b.ns.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: b, namespace: ns}
+spec:
+  hosts: [b.ns.svc.cluster.local]
+  http:
+  - match: [{port: 8080}]
+    route: [{destination: {host: b.ns.svc.cluster.local}}]
+`
+	pc, err := gentest.Build([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(t *testing.T, node *corev3.Node, names ...string) {
+		proxy, err := gen.ParseNode(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Generate(gen.Input{Push: pc, Proxy: proxy, Names: names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gentest.Validate(t, res)
+		found := map[string]bool{}
+		for _, r := range res {
+			for _, vh := range r.Resource.(*routev3.RouteConfiguration).GetVirtualHosts() {
+				for _, host := range []string{"a", "b"} {
+					name := host + ".ns.svc.cluster.local:80"
+					if vh.GetName() != name {
+						continue
+					}
+					found[host] = true
+					cluster := "outbound|80||" + host + ".ns.svc.cluster.local"
+					if len(vh.GetRoutes()) != 1 || vh.GetRoutes()[0].GetRoute().GetCluster() != cluster {
+						t.Errorf("%s: virtual host %s has routes %v, want the default route to %s", r.Name, name, vh.GetRoutes(), cluster)
+					}
+				}
+			}
+		}
+		if !found["a"] || !found["b"] {
+			t.Errorf("virtual hosts found: %v, want a and b", found)
+		}
+	}
+	t.Run("sidecar", func(t *testing.T) {
+		check(t, &corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"}, "80")
+	})
+	t.Run("proxyless", func(t *testing.T) {
+		md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
+		proxy := &corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", Metadata: md}
+		check(t, proxy, "a.ns.svc.cluster.local:80", "b.ns.svc.cluster.local:80")
+	})
+}
