@@ -25,6 +25,7 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/cds"
 	"github.com/baremesh/baremesh/xdsserver/gen/eds"
 	"github.com/baremesh/baremesh/xdsserver/gen/lds"
+	"github.com/baremesh/baremesh/xdsserver/gen/nds"
 	"github.com/baremesh/baremesh/xdsserver/gen/rds"
 	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
@@ -145,9 +146,23 @@ var Secret = &Type{
 	Service: &secretv3.SecretDiscoveryService_ServiceDesc,
 }
 
+// NameTable is Istio's DNS name table (NDS), which Istio's agent asks
+// for when it captures DNS: one unnamed resource, always sent whole, so
+// the agent's wildcard request gets it. Not cached: the table depends on
+// the proxy's Sidecar scope, IP families, network and auto-allocation
+// flag, and on the endpoints of headless services, more than a shape key
+// holds; it is cheap to build. Services and Sidecars change it; so may
+// an endpoint push (a headless service's IPs): it is regenerated then,
+// and sent only when its bytes changed, so an endpoint change that moves
+// no address of the table pushes nothing.
+var NameTable = &Type{
+	URL: nds.TypeURL, Short: "nds", Generate: nds.Generate, Cache: NoCache, Order: 5,
+	Wildcard: true, Endpoints: true, Affects: map[config.Kind]Reach{config.Sidecar: Scoped},
+}
+
 // All is every type baremesh serves, in push order. It must not be
 // altered.
-var All = append([]*Type{Cluster, Endpoint, Listener, Route, Secret}, IstioConfig...)
+var All = append([]*Type{Cluster, Endpoint, Listener, Route, Secret, NameTable}, IstioConfig...)
 
 // With returns a copy of t that generates with g (for tests that stand a
 // generator in).
