@@ -2,7 +2,6 @@ package cds
 
 import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -26,9 +25,7 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 		applyOutlier(c, od)
 	}
 	applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
-	if cb := circuitBreakers(policy.GetConnectionPool()); cb != nil {
-		c.CircuitBreakers = cb
-	}
+	c.CircuitBreakers = circuitBreakers(policy.GetConnectionPool(), proxyless)
 	c.TypedExtensionProtocolOptions = protocolOptions(p, policy, proxyless)
 }
 
@@ -144,27 +141,4 @@ func applyLocalityWeighted(c *clusterv3.Cluster, lb *networking.LocalityLoadBala
 	c.CommonLbConfig.LocalityConfigSpecifier = &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
 		LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
 	}
-}
-
-// circuitBreakers maps the connection pool limits; nil when none is set.
-func circuitBreakers(cp *networking.ConnectionPoolSettings) *clusterv3.CircuitBreakers {
-	t, h := cp.GetTcp(), cp.GetHttp()
-	th := &clusterv3.CircuitBreakers_Thresholds{Priority: corev3.RoutingPriority_DEFAULT}
-	set := false
-	if n := t.GetMaxConnections(); n > 0 {
-		th.MaxConnections, set = gen.U32(uint32(n)), true
-	}
-	if n := h.GetHttp1MaxPendingRequests(); n > 0 {
-		th.MaxPendingRequests, set = gen.U32(uint32(n)), true
-	}
-	if n := h.GetHttp2MaxRequests(); n > 0 {
-		th.MaxRequests, set = gen.U32(uint32(n)), true
-	}
-	if n := h.GetMaxRetries(); n > 0 {
-		th.MaxRetries, set = gen.U32(uint32(n)), true
-	}
-	if !set {
-		return nil
-	}
-	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{th}}
 }

@@ -24,6 +24,7 @@ func passthrough() *clusterv3.Cluster {
 		Name: gen.PassthroughCluster, ConnectTimeout: gen.Duration(10 * time.Second),
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
+		CircuitBreakers:      defaultCircuitBreakers,
 	}
 }
 
