@@ -1,6 +1,8 @@
 package model
 
 import (
+	"net/netip"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
 
@@ -44,12 +46,34 @@ type Proxy struct {
 	// addresses; to any other the service has none (istiod's
 	// Service.GetAddressForProxy).
 	DNSAutoAllocate bool
+	// Families, when not 0, are the address families of the proxy's
+	// addresses (FamilyIPv4, FamilyIPv6) where IPs does not list them all
+	// (a cached generation's proxy carries only the IPs it needs).
+	Families uint8
+	// InterceptionMode is metadata INTERCEPTION_MODE: "REDIRECT" (the
+	// default when empty), "TPROXY" or "NONE".
+	InterceptionMode string
+	// GatewayTopology is the gatewayTopology of the ProxyConfig in the
+	// node's PROXY_CONFIG metadata (Istio's agent sends its merged
+	// ProxyConfig there); nil when the node sends none, and then the mesh
+	// config's defaultConfig applies.
+	GatewayTopology *GatewayTopology
 	// Metadata is the raw node metadata, for fields generators need later.
 	Metadata map[string]string
 	// Identity is the caller's authenticated identity, nil for an
 	// unauthenticated stream. A proxy's node fields are what it claims;
 	// only Identity is proven.
 	Identity *Identity
+}
+
+// GatewayTopology is what a gateway proxy trusts of the hops in front of
+// it (Istio's ProxyConfig.gatewayTopology).
+type GatewayTopology struct {
+	// NumTrustedProxies is how many X-Forwarded-For hops to trust.
+	NumTrustedProxies uint32
+	// ForwardClientCertDetails is Istio's meshconfig
+	// ForwardClientCertDetails enum value (0: undefined).
+	ForwardClientCertDetails int32
 }
 
 // Identity is an authenticated workload identity: the trust domain,
@@ -76,4 +100,29 @@ func (id *Identity) SPIFFEIDOrEmpty() string {
 		return ""
 	}
 	return id.SPIFFEID()
+}
+
+// Address families of Proxy.Families.
+const (
+	FamilyIPv4 uint8 = 1 << iota
+	FamilyIPv6
+)
+
+// IPFamilies reports which address families the proxy is in: Families
+// when set, else those of its IPs. With both it is dual-stack: Istio
+// (ISTIO_DUAL_STACK) then gives its listeners an address of each family.
+func (p *Proxy) IPFamilies() (v4, v6 bool) {
+	if p.Families != 0 {
+		return p.Families&FamilyIPv4 != 0, p.Families&FamilyIPv6 != 0
+	}
+	for _, ip := range p.IPs {
+		if a, err := netip.ParseAddr(ip); err == nil {
+			if a.Unmap().Is4() {
+				v4 = true
+			} else {
+				v6 = true
+			}
+		}
+	}
+	return v4, v6
 }

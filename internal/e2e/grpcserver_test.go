@@ -22,16 +22,27 @@ import (
 )
 
 // TestGRPCGoXDSServer: grpc-go's xDS-enabled server asks baremeshd for
-// its inbound listener (grpc/server?xds.resource.listening_address=…),
-// gets it, turns SERVING and serves a plain client.
+// its inbound listener, gets it, turns SERVING and serves a plain
+// client; under grpc-go's default listener name template
+// (grpc/server?xds.resource.listening_address=…) and under the one
+// Istio's agent writes into a proxyless bootstrap
+// (xds.istio.io/grpc/lds/inbound/…), which got no listener before.
 func TestGRPCGoXDSServer(t *testing.T) {
+	for _, template := range []string{"grpc/server?xds.resource.listening_address=", "xds.istio.io/grpc/lds/inbound/"} {
+		t.Run(strings.TrimSuffix(strings.ReplaceAll(template, "/", "_"), "="), func(t *testing.T) { testGRPCGoXDSServer(t, template) })
+	}
+}
+
+func testGRPCGoXDSServer(t *testing.T, template string) {
 	m := startMesh(t, map[string]string{"echo.yaml": echoService(nil, nil)})
+	bootstrap := strings.Replace(string(m.bootstrap("sidecar~127.0.0.1~server.default~default.svc.cluster.local")),
+		"grpc/server?xds.resource.listening_address=", template, 1)
 	var mu sync.Mutex
 	var modes []connectivity.ServingMode
 	var lastErr error
 	srv, err := xds.NewGRPCServer(
 		grpc.Creds(insecure.NewCredentials()),
-		xds.BootstrapContentsForTesting(m.bootstrap("sidecar~127.0.0.1~server.default~default.svc.cluster.local")),
+		xds.BootstrapContentsForTesting([]byte(bootstrap)),
 		xds.ServingModeCallback(func(addr net.Addr, a xds.ServingModeChangeArgs) {
 			mu.Lock()
 			modes = append(modes, a.Mode)
@@ -67,7 +78,7 @@ func TestGRPCGoXDSServer(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Fatalf("RPC to the xDS server: %v", err)
 	}
-	want := "grpc/server?xds.resource.listening_address=" + lis.Addr().String()
+	want := template + lis.Addr().String()
 	var names []string
 	for _, p := range m.d.XDS().Syncz() {
 		for _, ty := range p.Types {

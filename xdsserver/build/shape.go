@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/mem"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/wire"
@@ -32,16 +33,33 @@ type shapeKey struct {
 	// dnsAutoAllocate: whether the proxy sees allocated service
 	// addresses (listener addresses, RDS names and domains follow it).
 	dnsAutoAllocate bool
-	ips             string // only the IPs that some endpoint is at
-	endpoints       uint64 // endpoint index generation, when ips is set
-	names           uint64 // hash of the subscribed names; 0 for wildcard
-	wildcard        bool
+	// families: bit 0 IPv4, bit 1 IPv6 among the proxy's IPs (listener
+	// addresses follow them).
+	families     uint8
+	interception string
+	topology     gen.GatewayTopology
+	hasTopology  bool
+	ips          string // only the IPs that some endpoint is at
+	endpoints    uint64 // endpoint index generation, when ips is set
+	names        uint64 // hash of the subscribed names; 0 for wildcard
+	wildcard     bool
 }
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
 	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
 		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
-		wildcard: names == nil}
+		wildcard: names == nil, interception: p.InterceptionMode}
+	if v4, v6 := p.IPFamilies(); v4 || v6 {
+		if v4 {
+			k.families |= model.FamilyIPv4
+		}
+		if v6 {
+			k.families |= model.FamilyIPv6
+		}
+	}
+	if p.GatewayTopology != nil {
+		k.topology, k.hasTopology = *p.GatewayTopology, true
+	}
 	var ips []string
 	for _, ip := range p.IPs {
 		if pc.Endpoints.HasAddress(ip) {
@@ -65,6 +83,12 @@ func (k shapeKey) proxy() *gen.Proxy {
 		Metadata: map[string]string{}}
 	if k.ips != "" {
 		p.IPs = strings.Split(k.ips, ",")
+	}
+	p.Families = k.families
+	p.InterceptionMode = k.interception
+	if k.hasTopology {
+		t := k.topology
+		p.GatewayTopology = &t
 	}
 	return p
 }

@@ -9,7 +9,7 @@ import (
 const (
 	PassthroughCluster        = "PassthroughCluster"
 	BlackHoleCluster          = "BlackHoleCluster"
-	InboundPassthroughCluster = "InboundPassthroughClusterIpv4"
+	InboundPassthroughCluster = "InboundPassthroughCluster"
 )
 
 // Names of listeners and ports Istio uses.
@@ -70,6 +70,20 @@ func ParseClusterName(name string) (ClusterKey, bool) {
 // GRPCServerListenerPrefix starts the LDS name a proxyless gRPC server asks
 // for: "grpc/server?xds.resource.listening_address=IP:PORT".
 const GRPCServerListenerPrefix = "grpc/server?xds.resource.listening_address="
+
+// IstioGRPCServerListenerPrefix starts the LDS name of a proxyless gRPC
+// server bootstrapped by Istio's agent (its server listener resource name
+// template "xds.istio.io/grpc/lds/inbound/%s"): ".../IP:PORT".
+const IstioGRPCServerListenerPrefix = "xds.istio.io/grpc/lds/inbound/"
+
+// GRPCServerAddress is the "IP:PORT" of a proxyless server's listener
+// name in either template, ok false for other names.
+func GRPCServerAddress(name string) (string, bool) {
+	if a, ok := strings.CutPrefix(name, GRPCServerListenerPrefix); ok {
+		return a, true
+	}
+	return strings.CutPrefix(name, IstioGRPCServerListenerPrefix)
+}
 
 // HostPort joins a host and a port as "host:port" (IPv6 hosts bracketed).
 func HostPort(host string, port uint32) string {

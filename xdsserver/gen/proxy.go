@@ -7,13 +7,18 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/model"
 )
 
 // Proxy is a connected xDS client as generators see it (model.Proxy).
 type Proxy = model.Proxy
+
+// GatewayTopology is a gateway's trust of the hops before it (model.GatewayTopology).
+type GatewayTopology = model.GatewayTopology
 
 // NodeType is the kind of proxy (model.NodeType).
 type NodeType = model.NodeType
@@ -91,11 +96,29 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 	p.Network = p.Metadata["NETWORK"]
 	p.WorkloadName = p.Metadata["WORKLOAD_NAME"]
 	p.ServiceAccount = p.Metadata["SERVICE_ACCOUNT"]
+	p.InterceptionMode = p.Metadata["INTERCEPTION_MODE"]
+	if t := md["PROXY_CONFIG"].GetStructValue().GetFields()["gatewayTopology"].GetStructValue(); t != nil {
+		p.GatewayTopology = gatewayTopology(t)
+	}
 	p.DNSAutoAllocate = metadataBool(p.Metadata["DNS_CAPTURE"]) && metadataBool(p.Metadata["DNS_AUTO_ALLOCATE"])
 	if p.DNSDomain == "" {
 		p.DNSDomain = p.Namespace + ".svc.cluster.local"
 	}
 	return p, nil
+}
+
+// gatewayTopology reads ProxyConfig.gatewayTopology from its JSON form
+// in node metadata; fields it cannot read stay zero (Istio's defaults).
+func gatewayTopology(t *structpb.Struct) *GatewayTopology {
+	var topo meshv1alpha1.Topology
+	b, err := protojson.Marshal(t)
+	if err == nil {
+		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, &topo)
+	}
+	if err != nil {
+		return &GatewayTopology{}
+	}
+	return &GatewayTopology{NumTrustedProxies: topo.GetNumTrustedProxies(), ForwardClientCertDetails: int32(topo.GetForwardClientCertDetails())}
 }
 
 // metadataBool reads a boolean node metadata value, a string as Istio's

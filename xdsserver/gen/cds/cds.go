@@ -3,7 +3,7 @@
 // visible service port and DestinationRule subset, typed by the service's
 // resolution (EDS, STRICT_DNS, LOGICAL_DNS, ORIGINAL_DST) and shaped by
 // the DestinationRule's traffic policy; Istio's PassthroughCluster,
-// BlackHoleCluster and InboundPassthroughClusterIpv4; and the proxy's
+// BlackHoleCluster and InboundPassthroughCluster; and the proxy's
 // "inbound|PORT||" clusters.
 //
 // It imports core and xdsserver/gen only.

@@ -44,11 +44,14 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
 		gwHTTP, gwTCP = append(pols.HTTPFilters(), sidecarHTTPFilters...), pols.NetworkFilters()
 	}
+	opts := newHCMOpts(v, gatewayHTTP)
 	httpFilter := func(stat, route string) *listenerv3.Filter {
 		if gwHTTP == nil {
-			return rdsFilter(stat, route)
+			return rdsFilter(opts, stat, route)
 		}
-		return hcmFilter(hcmRDS(stat, route, gwHTTP...))
+		h := hcmRDS(stat, route, gwHTTP...)
+		opts.apply(h)
+		return hcmFilter(h)
 	}
 	var out []*listenerv3.Listener
 	tlsSockets := map[tlsKey]*corev3.TransportSocket{}

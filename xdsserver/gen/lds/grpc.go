@@ -3,7 +3,6 @@ package lds
 import (
 	"net/netip"
 	"strconv"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -22,7 +21,9 @@ import (
 // namespace): an API listener of that exact name whose HTTP connection
 // manager fetches RDS of the same name (filters: the router, preceded by
 // the fault filter when the target's routes inject faults); or a
-// server's "grpc/server?xds.resource.listening_address=IP:PORT": a
+// server's "grpc/server?xds.resource.listening_address=IP:PORT" (grpc-go's
+// default template) or "xds.istio.io/grpc/lds/inbound/IP:PORT" (the
+// template of Istio's agent bootstrap): a
 // listener on IP:PORT with one filter chain whose inline route answers
 // every RPC locally (non_forwarding_action), as grpc-go requires. With no
 // names (wildcard), every visible service port's "host:port".
@@ -37,7 +38,7 @@ func grpcListeners(v *scope.View, names []string) []gen.Resource {
 	out := make([]gen.Resource, 0, len(names))
 	for _, name := range names {
 		var l *listenerv3.Listener
-		if addr, ok := strings.CutPrefix(name, gen.GRPCServerListenerPrefix); ok {
+		if addr, ok := gen.GRPCServerAddress(name); ok {
 			l = grpcServerListener(v, name, addr)
 		} else if _, _, ok := v.ResolveTarget(name); ok {
 			l = grpcClientListener(v, name)

@@ -9,21 +9,23 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
-// rdsFilter is hcmFilter(hcmRDS(statPrefix, routeName)): an HTTP
-// connection manager with Istio's sidecar filters fetching routeName
-// over ADS. A gateway has one per HTTPS server (a thousand in Istio's
+// rdsFilter is hcmFilter of hcmRDS(statPrefix, routeName) with o's
+// settings applied: an HTTP connection manager with Istio's sidecar
+// filters and settings fetching routeName over ADS. A gateway has one per HTTPS server (a thousand in Istio's
 // gateway benchmark), and packing each through proto.Marshal was most of
 // its LDS time, though only the two names differ. So its bytes are
-// written directly: the names around the constant, once marshalled,
-// filters and config source, in the order proto.Marshal writes the
-// fields (the route_specifier oneof after the plain fields), so the
-// bytes are the same (TestRDSFilterBytes checks it).
-func rdsFilter(statPrefix, routeName string) *listenerv3.Filter {
+// written directly: the names around the constant, once marshalled
+// (filters and settings, memoized per settings, and config source), in
+// the order proto.Marshal writes the fields (stat_prefix is the lowest
+// field set; the route_specifier oneof comes after the plain fields), so
+// the bytes are the same (TestRDSFilterBytes checks it).
+func rdsFilter(o hcmOpts, statPrefix, routeName string) *listenerv3.Filter {
+	rest := o.restBytes()
 	rdsLen := len(hcmADSField)
 	if routeName != "" {
 		rdsLen += protowire.SizeTag(rdsRouteConfigName) + protowire.SizeBytes(len(routeName))
 	}
-	n := protowire.SizeTag(hcmRds) + protowire.SizeBytes(rdsLen) + len(hcmFiltersField)
+	n := protowire.SizeTag(hcmRds) + protowire.SizeBytes(rdsLen) + len(rest)
 	if statPrefix != "" {
 		n += protowire.SizeTag(hcmStatPrefix) + protowire.SizeBytes(len(statPrefix))
 	}
@@ -32,7 +34,7 @@ func rdsFilter(statPrefix, routeName string) *listenerv3.Filter {
 		b = protowire.AppendTag(b, hcmStatPrefix, protowire.BytesType)
 		b = protowire.AppendString(b, statPrefix)
 	}
-	b = append(b, hcmFiltersField...)
+	b = append(b, rest...)
 	b = protowire.AppendTag(b, hcmRds, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(rdsLen))
 	b = append(b, hcmADSField...)
@@ -62,7 +64,4 @@ var (
 	hcmTypeURL = gen.MustAny(&hcmv3.HttpConnectionManager{}).GetTypeUrl()
 	// hcmADSField is Rds.config_source (field 1): sharedADS, marshalled.
 	hcmADSField = gen.MustAny(&hcmv3.Rds{ConfigSource: sharedADS}).GetValue()
-	// hcmFiltersField is HttpConnectionManager.http_filters (field 5):
-	// sidecarHTTPFilters, marshalled.
-	hcmFiltersField = gen.MustAny(&hcmv3.HttpConnectionManager{HttpFilters: sidecarHTTPFilters}).GetValue()
 )

@@ -33,6 +33,9 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	byName := map[string]*listenerv3.Listener{}
 	sni := map[string][]string{} // listener name -> server names used
 	var out []*listenerv3.Listener
+	opts := newHCMOpts(v, outboundHTTP)
+	passthroughChain := outboundFallthrough(v)
+	dual := dualStack(v.Proxy)
 	newListener := func(addr string, port uint32) (*listenerv3.Listener, bool) {
 		// gen.ListenerName, built on the stack: the lookup of an existing
 		// listener (every HTTP service but the first on a port) then
@@ -45,7 +48,10 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 		name := string(key)
 		l := &listenerv3.Listener{
 			Name: name, Address: gen.SocketAddress(addr, port), BindToPort: noBind,
-			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+			TrafficDirection: corev3.TrafficDirection_OUTBOUND, ContinueOnListenerFiltersTimeout: true,
+		}
+		if dual && addr == wildcardIPv4 {
+			l.AdditionalAddresses = []*listenerv3.AdditionalAddress{{Address: gen.SocketAddress(wildcardIPv6, port)}}
 		}
 		byName[name] = l
 		out = append(out, l)
@@ -66,9 +72,16 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 			switch scope.ListenerProtocol(p) {
 			case scope.ListenHTTP:
 				if l, fresh := newListener("0.0.0.0", p.Number); fresh {
-					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{
-						rdsFilter("outbound_0.0.0.0_"+gen.PortName(p.Number), gen.PortName(p.Number)),
-					}}}
+					// HTTP as the HTTP inspector finds it; anything else
+					// on the port passes through (istiod's fallthrough).
+					l.ListenerFilters = []*listenerv3.ListenerFilter{httpInspector()}
+					l.FilterChains = []*listenerv3.FilterChain{{
+						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: plaintextHTTPALPNs},
+						Filters: []*listenerv3.Filter{
+							rdsFilter(opts, "outbound_0.0.0.0_"+gen.PortName(p.Number), gen.PortName(p.Number)),
+						},
+					}}
+					l.DefaultFilterChain = passthroughChain
 				}
 			case scope.ListenTCP:
 				if l, fresh := newListener(bind, p.Number); fresh {
@@ -115,19 +128,43 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 						route = gen.PortName(p.Number)
 					}
 					stat := outboundCluster(svc, p)
-					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector(), httpInspector()}
+					l.ListenerFilters = []*listenerv3.ListenerFilter{httpInspector()}
 					l.FilterChains = []*listenerv3.FilterChain{{
-						Name:             stat + "-http",
-						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: []string{"http/1.1", "h2c"}},
-						Filters:          []*listenerv3.Filter{rdsFilter("outbound_"+bind+"_"+gen.PortName(p.Number), route)},
+						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: plaintextHTTPALPNs},
+						Filters:          []*listenerv3.Filter{rdsFilter(opts, "outbound_"+bind+"_"+gen.PortName(p.Number), route)},
 					}}
 					l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat))}}
 				}
 			}
 		}
 	}
+	detect := gen.Duration(0)
+	if m := v.Push.Mesh; m != nil && m.GetProtocolDetectionTimeout() != nil {
+		detect = m.GetProtocolDetectionTimeout()
+	}
+	for _, l := range out {
+		// As istiod: no listener filter timeout but where the HTTP
+		// inspector sniffs, there the mesh's protocolDetectionTimeout.
+		l.ListenerFiltersTimeout = zeroDuration
+		if slices.Contains(l.ListenerFilters, httpInspector()) {
+			l.ListenerFiltersTimeout = detect
+		}
+	}
 	slices.SortFunc(out, func(a, b *listenerv3.Listener) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// zeroDuration is shared by every listener and never altered.
+var zeroDuration = gen.Duration(0)
+
+// outboundFallthrough is the default chain of an HTTP port's listener:
+// what the HTTP inspector does not find to be HTTP goes where
+// virtualOutbound sends unknown traffic (PassthroughCluster, or
+// BlackHoleCluster under REGISTRY_ONLY).
+func outboundFallthrough(v *scope.View) *listenerv3.FilterChain {
+	cluster := outboundCatchAll(v)
+	return &listenerv3.FilterChain{FilterChainMatch: &listenerv3.FilterChainMatch{}, Name: "PassthroughFilterChain",
+		Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}}
 }
 
 // noBind is BindToPort false, shared by every outbound listener and never

@@ -19,34 +19,62 @@ import (
 // sends what none claims to the PassthroughCluster (BlackHoleCluster
 // under REGISTRY_ONLY).
 func virtualOutbound(v *scope.View) *listenerv3.Listener {
-	cluster := gen.PassthroughCluster
-	if m := v.Push.Mesh; m != nil && m.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
-		cluster = gen.BlackHoleCluster
-	}
-	return &listenerv3.Listener{
-		Name: gen.VirtualOutboundListener, Address: gen.SocketAddress("0.0.0.0", gen.VirtualOutboundPort),
+	cluster := outboundCatchAll(v)
+	l := &listenerv3.Listener{
+		Name:           gen.VirtualOutboundListener,
 		UseOriginalDst: gen.Bool(true), TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		FilterChains: []*listenerv3.FilterChain{{Name: "PassthroughFilterChain", Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}}},
 	}
+	setAddresses(l, v.Proxy, gen.VirtualOutboundPort)
+	if v.Proxy.InterceptionMode == "TPROXY" {
+		l.Transparent = gen.Bool(true)
+	}
+	return l
 }
 
-// virtualInbound is the listener iptables sends inbound traffic to: one
-// filter chain per port the workload serves (by destination port; HTTP
-// ports through an HTTP connection manager with an inline route to
-// "inbound|PORT||", others through tcp_proxy), the rest passed through
-// to the original destination from 127.0.0.6. Auto-detected inbound
-// ports are served as TCP. Each port's chains follow its
-// PeerAuthentication mode (inboundtls.go); the TLS inspector tells TLS
-// from plaintext. AuthorizationPolicies become RBAC filters: HTTP RBAC
-// before the router, network RBAC before tcp_proxy (authz).
+// outboundCatchAll is the cluster for outbound traffic to no known
+// service: PassthroughCluster, BlackHoleCluster under REGISTRY_ONLY.
+func outboundCatchAll(v *scope.View) string {
+	if m := v.Push.Mesh; m != nil && m.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
+		return gen.BlackHoleCluster
+	}
+	return gen.PassthroughCluster
+}
+
+// virtualInbound is the listener iptables sends inbound traffic to, built
+// as istiod builds it:
+//   - a chain for connections to 15006 itself, to the BlackHoleCluster
+//     (no loop);
+//   - catch-all chains for every port no service declares (and one set
+//     per port-level PeerAuthentication port not declared either), under
+//     the workload's PeerAuthentication mode like a declared port: STRICT
+//     takes only mTLS with a client certificate, PERMISSIVE tells mTLS,
+//     other TLS and plaintext apart, DISABLE takes plaintext; HTTP (found
+//     by the HTTP inspector, or an Istio HTTP ALPN over mTLS) goes through
+//     a connection manager with the HTTP RBAC filters to
+//     InboundPassthroughCluster, the rest through the network RBAC
+//     filters and tcp_proxy. So a policy covers undeclared ports too (an
+//     agent capturing every inbound port, inboundPorts "*", sends them
+//     here); there is no default chain: what matches nothing is closed;
+//   - one set per port the workload serves (by destination port; HTTP
+//     ports through a connection manager with an inline route to
+//     "inbound|PORT||", others through tcp_proxy). Auto-detected inbound
+//     ports are served as TCP.
+//
+// The TLS and HTTP inspectors run only for the ports whose chains need
+// them (istiod's populateListenerFilters).
 func virtualInbound(v *scope.View) *listenerv3.Listener {
 	l := &listenerv3.Listener{
-		Name: gen.VirtualInboundListener, Address: gen.SocketAddress("0.0.0.0", gen.VirtualInboundPort),
-		UseOriginalDst: gen.Bool(true), TrafficDirection: corev3.TrafficDirection_INBOUND,
-		ListenerFilters: []*listenerv3.ListenerFilter{originalDst(), tlsInspector()},
-		DefaultFilterChain: &listenerv3.FilterChain{Name: "InboundPassthroughFilterChain", Filters: []*listenerv3.Filter{
-			tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster),
-		}},
+		Name: gen.VirtualInboundListener, TrafficDirection: corev3.TrafficDirection_INBOUND,
+		ContinueOnListenerFiltersTimeout: true,
+	}
+	setAddresses(l, v.Proxy, gen.VirtualInboundPort)
+	if m := v.Push.Mesh; m != nil && m.GetProtocolDetectionTimeout() != nil {
+		l.ListenerFiltersTimeout = m.GetProtocolDetectionTimeout()
+	}
+	tproxy := v.Proxy.InterceptionMode == "TPROXY"
+	if tproxy {
+		l.Transparent = gen.Bool(true)
 	}
 	pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels)
 	var httpRBAC []*hcmv3.HttpFilter
@@ -54,13 +82,38 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 	if !pols.Empty() {
 		httpRBAC, tcpRBAC = pols.HTTPFilters(), pols.NetworkFilters()
 	}
-	for _, inst := range scope.Inbound(v.Push, v.Proxy) {
-		cluster := gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")
-		stat := "inbound_0.0.0.0_" + gen.PortName(inst.TargetPort)
-		http := inst.Port.Protocol.IsHTTP()
+	pa := scope.PeerAuthnFor(v.Push, v.Proxy.Namespace, v.Proxy.Labels)
+	inst := scope.Inbound(v.Push, v.Proxy)
+
+	l.FilterChains = append(l.FilterChains, inboundBlackhole())
+	declared := make(map[uint32]bool, len(inst))
+	for _, in := range inst {
+		declared[in.TargetPort] = true
+	}
+	pass := passthroughChains{v: v, httpRBAC: httpRBAC, tcpRBAC: tcpRBAC}
+	l.FilterChains = append(l.FilterChains, pass.build(0, pa.Mode)...)
+	ports := make([]uint32, 0, len(pa.Ports))
+	for port := range pa.Ports {
+		if !declared[port] {
+			ports = append(ports, port)
+		}
+	}
+	slices.Sort(ports)
+	for _, port := range ports {
+		l.FilterChains = append(l.FilterChains, pass.build(port, pa.Ports[port])...)
+	}
+
+	opts := newHCMOpts(v, inboundHTTP)
+	for _, in := range inst {
+		cluster := gen.ClusterName(gen.Inbound, in.TargetPort, "", "")
+		stat := "inbound_0.0.0.0_" + gen.PortName(in.TargetPort)
+		http := in.Port.Protocol.IsHTTP()
+		o := opts
+		o.http2 = in.Port.Protocol.IsHTTP2()
 		filters := func() []*listenerv3.Filter {
 			if http {
-				h := hcmInline(stat, inboundRoute(cluster, inst))
+				h := hcmInline(stat, inboundRoute(cluster, in.Port.Number))
+				o.apply(h)
 				if len(httpRBAC) > 0 {
 					h.HttpFilters = append(slices.Clip(httpRBAC), h.HttpFilters...)
 				}
@@ -68,19 +121,110 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 			}
 			return append(slices.Clip(tcpRBAC), tcpProxy(stat, cluster))
 		}
-		l.FilterChains = append(l.FilterChains, inboundFilterChains(v, cluster, inst.TargetPort, http, filters)...)
+		l.FilterChains = append(l.FilterChains, inboundFilterChains(v, cluster, in.TargetPort, http, filters)...)
 	}
+	l.ListenerFilters = inboundListenerFilters(l.FilterChains, tproxy)
 	return l
 }
 
-func inboundRoute(cluster string, inst scope.Instance) *routev3.RouteConfiguration {
+// inboundBlackhole takes connections to the inbound listener's own port.
+func inboundBlackhole() *listenerv3.FilterChain {
+	return &listenerv3.FilterChain{
+		Name:             gen.VirtualInboundListener + "-blackhole",
+		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: gen.U32(gen.VirtualInboundPort)},
+		Filters:          []*listenerv3.Filter{tcpProxy(gen.BlackHoleCluster, gen.BlackHoleCluster)},
+	}
+}
+
+// passthroughChains builds virtualInbound's catch-all chains.
+type passthroughChains struct {
+	v        *scope.View
+	httpRBAC []*hcmv3.HttpFilter
+	tcpRBAC  []*listenerv3.Filter
+}
+
+// build is the catch-all chains for port (0: any port) in mode.
+func (c passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv3.FilterChain {
+	var out []*listenerv3.FilterChain
+	for _, m := range passthroughMatches(mode) {
+		fc := &listenerv3.FilterChain{FilterChainMatch: &listenerv3.FilterChainMatch{
+			TransportProtocol: m.transport, ApplicationProtocols: m.alpn,
+		}}
+		if port != 0 {
+			fc.FilterChainMatch.DestinationPort = gen.U32(port)
+		}
+		if m.http {
+			fc.Name = gen.VirtualInboundListener + "-catchall-http"
+			h := hcmInline(gen.InboundPassthroughCluster, inboundRoute(gen.InboundPassthroughCluster, 0))
+			newHCMOpts(c.v, inboundHTTP).apply(h)
+			if len(c.httpRBAC) > 0 {
+				h.HttpFilters = append(slices.Clip(c.httpRBAC), h.HttpFilters...)
+			}
+			fc.Filters = []*listenerv3.Filter{hcmFilter(h)}
+		} else {
+			fc.Name = gen.VirtualInboundListener
+			fc.Filters = append(slices.Clip(c.tcpRBAC), tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster))
+		}
+		if m.tls {
+			fc.TransportSocket = inboundTLS(c.v.Proxy, m.http)
+		}
+		out = append(out, fc)
+	}
+	return out
+}
+
+// passthroughMatch is one catch-all chain's match.
+type passthroughMatch struct {
+	transport string
+	alpn      []string
+	http      bool // an HTTP connection manager, else tcp_proxy
+	tls       bool // terminate Istio mTLS
+}
+
+// ALPNs of istiod's catch-all chains.
+var (
+	mtlsHTTPALPNs      = []string{"istio-http/1.0", "istio-http/1.1", "istio-h2"}
+	mtlsTCPALPNs       = []string{"istio-peer-exchange", "istio"}
+	plaintextHTTPALPNs = []string{"http/1.1", "h2c"}
+)
+
+// passthroughMatches are istiod's catch-all matches for a mode (its
+// filter chain match options for an auto-detected port).
+func passthroughMatches(mode scope.MTLSMode) []passthroughMatch {
+	switch mode {
+	case scope.MTLSStrict:
+		return []passthroughMatch{
+			{transport: "tls", alpn: mtlsHTTPALPNs, http: true, tls: true},
+			{transport: "tls", tls: true},
+		}
+	case scope.MTLSDisable:
+		return []passthroughMatch{
+			{transport: "raw_buffer", alpn: plaintextHTTPALPNs, http: true},
+			{transport: "raw_buffer"},
+		}
+	}
+	return []passthroughMatch{
+		{transport: "tls", alpn: mtlsHTTPALPNs, http: true, tls: true},
+		{transport: "raw_buffer", alpn: plaintextHTTPALPNs, http: true},
+		{transport: "tls", alpn: mtlsTCPALPNs, tls: true},
+		{transport: "raw_buffer"},
+		{transport: "tls"},
+	}
+}
+
+// inboundRoute is the inline route config of an inbound connection
+// manager: everything to cluster, without timeouts (as istiod's
+// BuildDefaultHTTPInboundRoute). port is the service port (0 for the
+// catch-all).
+func inboundRoute(cluster string, port uint32) *routev3.RouteConfiguration {
 	return &routev3.RouteConfiguration{Name: cluster, ValidateClusters: gen.Bool(false), VirtualHosts: []*routev3.VirtualHost{{
-		Name: "inbound|http|" + gen.PortName(inst.Port.Number), Domains: []string{"*"},
+		Name: "inbound|http|" + gen.PortName(port), Domains: []string{"*"},
 		Routes: []*routev3.Route{{
 			Name:  "default",
 			Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}, Timeout: gen.Duration(0),
+				MaxStreamDuration: &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: gen.Duration(0), GrpcTimeoutHeaderMax: gen.Duration(0)},
 			}},
 		}},
 	}}}
