@@ -43,7 +43,7 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 		}
 	}
 	if !in.Proxy.Proxyless {
-		b.add(passthrough(), blackhole(), inboundPassthrough())
+		b.add(passthrough(), blackhole(), inboundPassthrough(in.Proxy))
 		if in.Proxy.Type == gen.SidecarProxy {
 			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
 				if c := inboundCluster(inst, v); c != nil {

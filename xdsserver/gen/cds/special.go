@@ -35,16 +35,33 @@ func blackhole() *clusterv3.Cluster {
 	}
 }
 
-func bindLocal() *corev3.BindConfig {
-	return &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
-		Address: inboundBindAddress, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
+// bindLocal binds connections to the local application to 127.0.0.6
+// (::6 for an IPv6-only proxy; a dual-stack one gets both, Envoy picks
+// the family of the destination), as istiod's passthrough bind IPs.
+func bindLocal(p *gen.Proxy) *corev3.BindConfig {
+	v4, v6 := p.IPFamilies()
+	src := inboundBindAddress
+	if v6 && !v4 {
+		src = inboundBindAddressIPv6
+	}
+	b := &corev3.BindConfig{SourceAddress: &corev3.SocketAddress{
+		Address: src, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
 	}}
+	if v4 && v6 {
+		b.ExtraSourceAddresses = []*corev3.ExtraSourceAddress{{Address: &corev3.SocketAddress{
+			Address: inboundBindAddressIPv6, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 0},
+		}}}
+	}
+	return b
 }
 
-func inboundPassthrough() *clusterv3.Cluster {
+// inboundBindAddressIPv6 is inboundBindAddress for IPv6.
+const inboundBindAddressIPv6 = "::6"
+
+func inboundPassthrough(p *gen.Proxy) *clusterv3.Cluster {
 	c := passthrough()
 	c.Name = gen.InboundPassthroughCluster
-	c.UpstreamBindConfig = bindLocal()
+	c.UpstreamBindConfig = bindLocal(p)
 	return c
 }
 
@@ -59,7 +76,7 @@ func inboundPassthrough() *clusterv3.Cluster {
 func inboundCluster(inst scope.Instance, v *scope.View) *clusterv3.Cluster {
 	c := passthrough()
 	c.Name = gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")
-	c.UpstreamBindConfig = bindLocal()
+	c.UpstreamBindConfig = bindLocal(v.Proxy)
 	c.TypedExtensionProtocolOptions = protocolOptions(inst.Port, nil, v.Proxy.Proxyless)
 	if inst.Endpoint == "" {
 		return c
