@@ -44,7 +44,7 @@ func Typed(raw map[string]any, src Source) (Config, error) {
 	var obj Object
 	// A round trip through JSON gives strict, typed decoding of the
 	// envelope and a JSON spec for protojson.
-	b, err := json.Marshal(raw)
+	b, err := json.Marshal(stringKeys(raw))
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %v", ErrParse, err)
 	}

@@ -198,6 +198,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(good + "---\n" + good))
 	f.Add([]byte(sourcetest.ServiceEntry("x", 1)))
 	f.Add([]byte("{\"apiVersion\":\"networking.istio.io/v1\",\"kind\":\"ServiceEntry\"}"))
+	f.Add([]byte(portLevelMtlsDoc))
+	f.Add([]byte(strings.Replace(portLevelMtlsDoc, "8080:", "? [1, 2]\n    :", 1))) // a key that is a list
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfgs, errs := file.Parse(data, "f.yaml", "file")
 		for _, e := range errs {

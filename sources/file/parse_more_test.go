@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	security "istio.io/api/security/v1beta1"
+
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/sources/file"
 )
@@ -153,3 +155,36 @@ func indentItem(doc string) string {
 	}
 	return strings.Join(lines, "\n") + "\n"
 }
+
+// Issue #25 item 7: PeerAuthentication portLevelMtls as Istio's
+// documentation writes it, with integer keys, is read as the Kubernetes
+// API reads it; it was refused.
+func TestPortLevelMtlsIntegerKeys(t *testing.T) {
+	cfgs, errs := file.Parse([]byte(portLevelMtlsDoc), "pa.yaml", "file")
+	if len(errs) != 0 || len(cfgs) != 1 {
+		t.Fatalf("configs %d, errors %v", len(cfgs), errs)
+	}
+	got := cfgs[0].Spec.(*security.PeerAuthentication).GetPortLevelMtls()
+	if len(got) != 2 || got[8080].GetMode() != security.PeerAuthentication_MutualTLS_DISABLE || got[9090].GetMode() != security.PeerAuthentication_MutualTLS_PERMISSIVE {
+		t.Fatalf("portLevelMtls = %v", got)
+	}
+}
+
+// portLevelMtlsDoc is the example of Istio's PeerAuthentication reference.
+const portLevelMtlsDoc = `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata:
+  name: finance
+  namespace: foo
+spec:
+  selector:
+    matchLabels:
+      app: finance
+  mtls:
+    mode: STRICT
+  portLevelMtls:
+    8080:
+      mode: DISABLE
+    9090:
+      mode: PERMISSIVE
+`
