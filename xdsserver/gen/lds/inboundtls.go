@@ -73,10 +73,10 @@ func inboundTLS(p *gen.Proxy, http bool) *corev3.TransportSocket {
 	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
 }
 
-// inboundFilterChains builds the chains of one inbound port: filters
-// makes the network filters of a chain (the same for each).
-func inboundFilterChains(v *scope.View, name string, port uint32, http bool, filters func() []*listenerv3.Filter) []*listenerv3.FilterChain {
-	mode := scope.PeerAuthnFor(v.Push, v.Proxy.Namespace, v.Proxy.Labels).PortMode(port)
+// inboundFilterChains builds the chains of one inbound HTTP or TCP port
+// in its PeerAuthentication mode: filters makes the network filters of a
+// chain (the same for each).
+func inboundFilterChains(v *scope.View, name string, port uint32, mode scope.MTLSMode, http bool, filters func() []*listenerv3.Filter) []*listenerv3.FilterChain {
 	var out []*listenerv3.FilterChain
 	for _, c := range inboundChainsFor(mode, http) {
 		fc := &listenerv3.FilterChain{

@@ -56,10 +56,10 @@ func outboundCatchAll(v *scope.View) string {
 //     filters and tcp_proxy. So a policy covers undeclared ports too (an
 //     agent capturing every inbound port, inboundPorts "*", sends them
 //     here); there is no default chain: what matches nothing is closed;
-//   - one set per port the workload serves (by destination port; HTTP
-//     ports through a connection manager with an inline route to
-//     "inbound|PORT||", others through tcp_proxy). Auto-detected inbound
-//     ports are served as TCP.
+//   - one set per port the workload serves, named "0.0.0.0_PORT" (by
+//     destination port; HTTP ports through a connection manager with an
+//     inline route to "inbound|PORT||", TCP ones through tcp_proxy,
+//     auto-detected ones sniffed as the catch-all is).
 //
 // The TLS and HTTP inspectors run only for the ports whose chains need
 // them (istiod's populateListenerFilters).
@@ -106,22 +106,46 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 	opts := newHCMOpts(v, inboundHTTP)
 	for _, in := range inst {
 		cluster := gen.ClusterName(gen.Inbound, in.TargetPort, "", "")
-		stat := "inbound_0.0.0.0_" + gen.PortName(in.TargetPort)
-		http := in.Port.Protocol.IsHTTP()
+		name := gen.ListenerName(wildcardIPv4, in.TargetPort)
+		stat := "inbound_" + name
 		o := opts
 		o.http2 = in.Port.Protocol.IsHTTP2()
-		filters := func() []*listenerv3.Filter {
-			if http {
-				h := hcmInline(stat, inboundRoute(cluster, in.Port.Number))
-				o.apply(h)
-				if len(httpRBAC) > 0 {
-					h.HttpFilters = append(slices.Clip(httpRBAC), h.HttpFilters...)
-				}
-				return []*listenerv3.Filter{hcmFilter(h)}
+		httpFilters := func() []*listenerv3.Filter {
+			h := hcmInline(stat, inboundRoute(cluster, in.Port.Number))
+			o.apply(h)
+			if len(httpRBAC) > 0 {
+				h.HttpFilters = append(slices.Clip(httpRBAC), h.HttpFilters...)
 			}
-			return append(slices.Clip(tcpRBAC), tcpProxy(stat, cluster))
+			return []*listenerv3.Filter{hcmFilter(h)}
 		}
-		l.FilterChains = append(l.FilterChains, inboundFilterChains(v, cluster, in.TargetPort, http, filters)...)
+		tcpFilters := func() []*listenerv3.Filter {
+			return append(slices.Clip(tcpRBAC), tcpProxy(cluster, cluster))
+		}
+		mode := pa.PortMode(in.TargetPort)
+		switch scope.ListenerProtocol(in.Port) {
+		case scope.ListenAuto:
+			// Sniffed as istiod sniffs an undeclared port: HTTP (by the
+			// HTTP inspector, or an Istio HTTP ALPN) to a connection
+			// manager, the rest to tcp_proxy.
+			for _, m := range passthroughMatches(mode) {
+				fc := &listenerv3.FilterChain{Name: name, FilterChainMatch: &listenerv3.FilterChainMatch{
+					DestinationPort: gen.U32(in.TargetPort), TransportProtocol: m.transport, ApplicationProtocols: m.alpn,
+				}}
+				if m.http {
+					fc.Filters = httpFilters()
+				} else {
+					fc.Filters = tcpFilters()
+				}
+				if m.tls {
+					fc.TransportSocket = inboundTLS(v.Proxy, m.http)
+				}
+				l.FilterChains = append(l.FilterChains, fc)
+			}
+		case scope.ListenHTTP:
+			l.FilterChains = append(l.FilterChains, inboundFilterChains(v, name, in.TargetPort, mode, true, httpFilters)...)
+		default:
+			l.FilterChains = append(l.FilterChains, inboundFilterChains(v, name, in.TargetPort, mode, false, tcpFilters)...)
+		}
 	}
 	l.ListenerFilters = inboundListenerFilters(l.FilterChains, tproxy)
 	return l
