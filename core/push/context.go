@@ -7,6 +7,7 @@
 package push
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -56,6 +57,34 @@ func (pc *PushContext) Pin() *PushContext {
 	cp := *pc
 	cp.Endpoints = v
 	return &cp
+}
+
+// Reindex returns the snapshot with the indexes of kinds (ServiceEntry,
+// WorkloadEntry) rebuilt from st and everything else shared, at the same
+// Version, built at now. These kinds follow the endpoints' fast path: an
+// endpoint-only change re-indexes them without a new version, so caches
+// keyed by Version stay warm. That is sound because no cached generator
+// reads them (services come from the registry; only the Istio config
+// types, which are not cached, serve the configs themselves). Kinds
+// outside those two are ignored: they change only with a full push.
+func (pc *PushContext) Reindex(st store.Reader, kinds map[config.Kind]bool, now time.Time) *PushContext {
+	var cp *PushContext
+	for _, k := range []config.Kind{config.ServiceEntry, config.WorkloadEntry} {
+		if !kinds[k] {
+			continue
+		}
+		if cp == nil {
+			c := *pc
+			c.kinds = maps.Clone(pc.kinds)
+			c.Built = now
+			cp = &c
+		}
+		cp.kinds[k] = buildKind(st.List(k, ""))
+	}
+	if cp == nil {
+		return pc
+	}
+	return cp.Pin()
 }
 
 type serviceIndex struct {

@@ -52,8 +52,8 @@ type Pipeline struct {
 	mu      sync.Mutex
 	pending *Request
 	// unindexed are the service kinds (ServiceEntry, WorkloadEntry) with
-	// changes no full push has re-indexed yet: endpoint-only changes keep
-	// the snapshot, so the next full push rebuilds their index.
+	// changes no push has re-indexed yet: set before the model is
+	// updated, so a push that flushes in between re-indexes them too.
 	unindexed map[config.Kind]bool
 	kick      chan struct{}
 	listeners []Listener
@@ -119,22 +119,15 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 	req := &Request{Start: time.Now(), Reasons: map[string]int{}}
 	for _, e := range events {
 		k := e.Key()
-		if k.Kind == config.WorkloadEntry && ch.Empty() {
-			continue // a WorkloadEntry nobody selects changes nothing yet
+		// ServiceEntries and WorkloadEntries are judged through the
+		// model's change below (a full push only if a service changed),
+		// but always listed: the Istio config types serve them as they
+		// are to MCP subscribers (istiod), whatever the model made of
+		// them, even a WorkloadEntry nobody here selects.
+		if k.Kind != config.ServiceEntry && k.Kind != config.WorkloadEntry {
+			req.Full = true
 		}
-		if k.Kind == config.ServiceEntry || k.Kind == config.WorkloadEntry {
-			continue // judged through the model's change below
-		}
-		req.Full = true
 		req.Configs = mergeSet(req.Configs, map[config.Key]bool{k: true})
-	}
-	for _, e := range events {
-		k := e.Key()
-		if k.Kind == config.ServiceEntry || k.Kind == config.WorkloadEntry {
-			if len(ch.Services) > 0 {
-				req.Configs = mergeSet(req.Configs, map[config.Key]bool{k: true})
-			}
-		}
 	}
 	if len(ch.Services) > 0 {
 		req.Full = true
@@ -154,8 +147,12 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 		req.Reasons["config"] = 1
 	case len(req.Endpoints) > 0:
 		req.Reasons["endpoint"] = 1
+	case len(req.Configs) > 0:
+		// ServiceEntries or WorkloadEntries that change no service or
+		// endpoint here: only their Istio config types see them.
+		req.Reasons["config"] = 1
 	default:
-		return // nothing a proxy can see changed
+		return
 	}
 	p.enqueue(req)
 }
@@ -236,7 +233,7 @@ func (p *Pipeline) flush() {
 	req := p.pending
 	p.pending = nil
 	var unindexed map[config.Kind]bool
-	if req != nil && req.Full {
+	if req != nil {
 		unindexed, p.unindexed = p.unindexed, nil
 	}
 	p.mu.Unlock()
@@ -260,6 +257,12 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load()}, changed, start)
 		p.current.Store(pc)
 		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
+	} else if changed != nil && len(changed.Kinds) > 0 {
+		// An endpoint push: the changed ServiceEntries and
+		// WorkloadEntries are re-indexed at once (see Reindex), so MCP
+		// subscribers get them with their endpoints.
+		pc = pc.Reindex(p.store, changed.Kinds, time.Now())
+		p.current.Store(pc)
 	}
 	for _, l := range p.listeners {
 		l(pc, req)
