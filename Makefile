@@ -7,7 +7,7 @@ HTTP_ADDR ?= 127.0.0.1:15014
 XDS_ADDR  ?= 127.0.0.1:15010
 EXAMPLE   ?= examples/vm-mesh
 
-.PHONY: all build run test test-deps bench fmt vet clean package
+.PHONY: all build run test test-deps bench fmt vet clean package parity
 
 all: build
 
@@ -39,6 +39,16 @@ test: test-deps
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 60m $$($(GO) list ./... | grep -v /xdsserver/gen/bench)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./xdsserver/gen/bench/
+
+# parity compares baremesh's xDS with istiod's for the same config and
+# proxies (internal/parity: every scenario untrimmed) and prints the report
+# (scenarios × proxies, resources compared, equal / in the catalog / open /
+# unexplained). make test runs the same test with trimmed scenarios.
+PARITY_REPORT ?= $(or $(TMPDIR),/tmp)/baremesh-parity-report.txt
+parity:
+	rm -f $(PARITY_REPORT)
+	PARITY_FULL=1 PARITY_REPORT=$(PARITY_REPORT) $(GO) test -count=1 -timeout 60m -run '^TestParity$$' ./internal/parity/; rc=$$?; \
+	  test -f $(PARITY_REPORT) && cat $(PARITY_REPORT); exit $$rc
 
 # package writes the baremesh and baremesh-agent .deb and .rpm into
 # $(DIST) with nfpm (packaging/*.yaml, systemd/; README.md, "Packages").

@@ -1,0 +1,149 @@
+package parity
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// TelemetryFilters are the filters istiod adds for istio-proxy's own
+// telemetry and peer metadata, which a plain Envoy or gRPC has no use for
+// (and baremesh does not send). Normalization removes them from both sides
+// wherever they appear in a filters or http_filters list.
+var TelemetryFilters = map[string]bool{
+	"istio.metadata_exchange":             true,
+	"istio.stats":                         true,
+	"envoy.filters.http.grpc_stats":       true,
+	"istio.alpn":                          true,
+	"istio.peer_metadata":                 true,
+	"envoy.filters.http.peer_metadata":    true,
+	"envoy.filters.network.peer_metadata": true,
+	"waypoint_downstream_peer_metadata":   true,
+	"waypoint_upstream_peer_metadata":     true,
+}
+
+// TelemetryFields are fields removed wherever they appear: access logs
+// (istiod's default file access log belongs to istio-proxy's
+// set-up; mesh config decides it, not the routing).
+var TelemetryFields = map[string]bool{
+	"access_log": true,
+}
+
+// resolver resolves Any type URLs from the global registry, and every type
+// it does not know (Istio-only types such as the stats or peer-metadata
+// configs) as an empty message: the Any shows its @type, its body is not
+// compared. Unknown records the URLs it fell back for.
+type resolver struct {
+	mu      sync.Mutex
+	unknown map[string]bool
+}
+
+func (r *resolver) FindMessageByName(n protoreflect.FullName) (protoreflect.MessageType, error) {
+	return protoregistry.GlobalTypes.FindMessageByName(n)
+}
+
+func (r *resolver) FindMessageByURL(url string) (protoreflect.MessageType, error) {
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
+	if err == nil {
+		return mt, nil
+	}
+	r.mu.Lock()
+	if r.unknown == nil {
+		r.unknown = map[string]bool{}
+	}
+	r.unknown[url] = true
+	r.mu.Unlock()
+	return (&emptypb.Empty{}).ProtoReflect().Type(), nil
+}
+
+func (r *resolver) FindExtensionByName(n protoreflect.FullName) (protoreflect.ExtensionType, error) {
+	return protoregistry.GlobalTypes.FindExtensionByName(n)
+}
+
+func (r *resolver) FindExtensionByNumber(m protoreflect.FullName, f protoreflect.FieldNumber) (protoreflect.ExtensionType, error) {
+	return protoregistry.GlobalTypes.FindExtensionByNumber(m, f)
+}
+
+// Unknown lists the type URLs that were shown without their body.
+func (r *resolver) Unknown() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for u := range r.unknown {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Normalizer turns resources into comparable trees.
+type Normalizer struct{ res resolver }
+
+// Tree is a resource as a generic JSON tree (map[string]any, []any, string,
+// float64, bool), proto field names, Any bodies expanded, after Normalize.
+type Tree = any
+
+// Tree returns m as a normalized tree: protojson with proto field names and
+// expanded Anys (the field order of the encoding does not matter to a
+// tree), then with TelemetryFilters and TelemetryFields removed.
+func (n *Normalizer) Tree(m proto.Message) (Tree, error) {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, Resolver: &n.res}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("protojson: %w", err)
+	}
+	var t any
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("json: %w", err)
+	}
+	return strip(t), nil
+}
+
+// UnknownTypes lists the Any type URLs whose bodies were not compared.
+func (n *Normalizer) UnknownTypes() []string { return n.res.Unknown() }
+
+// strip removes telemetry filters and fields, recursively.
+func strip(t any) any {
+	switch v := t.(type) {
+	case map[string]any:
+		for k, c := range v {
+			if TelemetryFields[k] {
+				delete(v, k)
+				continue
+			}
+			if k == "filters" || k == "http_filters" || k == "listener_filters" {
+				if l, ok := c.([]any); ok {
+					c = dropTelemetry(l)
+				}
+			}
+			v[k] = strip(c)
+		}
+		return v
+	case []any:
+		for i, c := range v {
+			v[i] = strip(c)
+		}
+		return v
+	}
+	return t
+}
+
+func dropTelemetry(l []any) []any {
+	out := l[:0:0]
+	for _, e := range l {
+		if m, ok := e.(map[string]any); ok {
+			if n, _ := m["name"].(string); TelemetryFilters[n] || strings.HasPrefix(n, "istio.stats") {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
