@@ -90,7 +90,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 	for _, in := range inst {
 		declared[in.TargetPort] = true
 	}
-	pass := passthroughChains{v: v, httpRBAC: httpRBAC, tcpRBAC: tcpRBAC}
+	pass := &passthroughChains{v: v, httpRBAC: httpRBAC, tcpRBAC: tcpRBAC}
 	l.FilterChains = append(l.FilterChains, pass.build(0, pa.Mode)...)
 	ports := make([]uint32, 0, len(pa.Ports))
 	for port := range pa.Ports {
@@ -160,15 +160,19 @@ func inboundBlackhole() *listenerv3.FilterChain {
 	}
 }
 
-// passthroughChains builds virtualInbound's catch-all chains.
+// passthroughChains builds virtualInbound's catch-all chains. Their
+// HTTP chains share one filter list, and so do their TCP chains (made on
+// first use; outputs are only marshalled, never altered).
 type passthroughChains struct {
 	v        *scope.View
 	httpRBAC []*hcmv3.HttpFilter
 	tcpRBAC  []*listenerv3.Filter
+	http     []*listenerv3.Filter
+	tcp      []*listenerv3.Filter
 }
 
 // build is the catch-all chains for port (0: any port) in mode.
-func (c passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv3.FilterChain {
+func (c *passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv3.FilterChain {
 	var out []*listenerv3.FilterChain
 	for _, m := range passthroughMatches(mode) {
 		fc := &listenerv3.FilterChain{FilterChainMatch: &listenerv3.FilterChainMatch{
@@ -178,16 +182,20 @@ func (c passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv3
 			fc.FilterChainMatch.DestinationPort = gen.U32(port)
 		}
 		if m.http {
-			fc.Name = gen.VirtualInboundListener + "-catchall-http"
-			h := hcmInline(gen.InboundPassthroughCluster, inboundRoute(gen.InboundPassthroughCluster, 0))
-			newHCMOpts(c.v, inboundHTTP).apply(h)
-			if len(c.httpRBAC) > 0 {
-				h.HttpFilters = append(slices.Clip(c.httpRBAC), h.HttpFilters...)
+			if c.http == nil {
+				h := hcmInline(gen.InboundPassthroughCluster, inboundRoute(gen.InboundPassthroughCluster, 0))
+				newHCMOpts(c.v, inboundHTTP).apply(h)
+				if len(c.httpRBAC) > 0 {
+					h.HttpFilters = append(slices.Clip(c.httpRBAC), h.HttpFilters...)
+				}
+				c.http = []*listenerv3.Filter{hcmFilter(h)}
 			}
-			fc.Filters = []*listenerv3.Filter{hcmFilter(h)}
+			fc.Name, fc.Filters = gen.VirtualInboundListener+"-catchall-http", c.http
 		} else {
-			fc.Name = gen.VirtualInboundListener
-			fc.Filters = append(slices.Clip(c.tcpRBAC), tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster))
+			if c.tcp == nil {
+				c.tcp = append(slices.Clip(c.tcpRBAC), tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster))
+			}
+			fc.Name, fc.Filters = gen.VirtualInboundListener, c.tcp
 		}
 		if m.tls {
 			fc.TransportSocket = inboundTLS(c.v.Proxy, m.http)
