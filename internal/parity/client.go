@@ -64,7 +64,9 @@ type typeState struct {
 	version   string
 	nonce     string
 	responses int
-	res       map[string]proto.Message
+	// pending: a changed subscription not answered yet.
+	pending bool
+	res     map[string]proto.Message
 }
 
 // Collect connects to the plaintext ADS server at addr as p, subscribes as
@@ -109,7 +111,7 @@ func Collect(ctx context.Context, addr string, p *Proxy, o CollectOptions) (Reso
 		} else if s.wildcard == wildcard && equalStrings(s.names, names) {
 			return nil
 		}
-		s.wildcard, s.names = wildcard, names
+		s.wildcard, s.names, s.pending = wildcard, names, true
 		return send(typ)
 	}
 	if p.Proxyless {
@@ -141,14 +143,21 @@ func Collect(ctx context.Context, addr string, p *Proxy, o CollectOptions) (Reso
 			}
 		}
 	}()
+	// Settled: nothing arrived for o.Quiet and every changed subscription
+	// was answered, or nothing arrived for 5×o.Quiet (a server that never
+	// answers some names: they show as missing resources).
 	timer := time.NewTimer(o.Quiet)
 	defer timer.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("proxy %s at %s: no settled config within %v", p.Name, addr, o.Timeout)
 		case <-timer.C:
-			return collected(st), nil
+			if !anyPending(st) || time.Since(last) >= 5*o.Quiet {
+				return collected(st), nil
+			}
+			timer.Reset(o.Quiet)
 		case r := <-ch:
 			if r.err != nil {
 				return nil, fmt.Errorf("proxy %s at %s: stream: %w", p.Name, addr, r.err)
@@ -158,6 +167,8 @@ func Collect(ctx context.Context, addr string, p *Proxy, o CollectOptions) (Reso
 			if s == nil {
 				continue // a type we did not ask for
 			}
+			last = time.Now()
+			s.pending = false
 			if err := s.apply(typ, r.resp); err != nil {
 				return nil, fmt.Errorf("proxy %s at %s: %w", p.Name, addr, err)
 			}
@@ -208,6 +219,14 @@ func (s *typeState) apply(typ string, resp *discoveryv3.DiscoveryResponse) error
 	return nil
 }
 
+// GetRes is the held resources; nil-safe.
+func (s *typeState) GetRes() map[string]proto.Message {
+	if s == nil {
+		return nil
+	}
+	return s.res
+}
+
 // follow subscribes to what the held resources point at, as the client
 // would.
 func follow(st map[string]*typeState, proxyless bool, subscribe func(string, []string, bool) error) error {
@@ -223,7 +242,7 @@ func follow(st map[string]*typeState, proxyless bool, subscribe func(string, []s
 				clusters = append(clusters, routeClusters(m.(*routev3.RouteConfiguration))...)
 			}
 		}
-		for _, m := range st[LDS].res {
+		for _, m := range st[LDS].GetRes() {
 			clusters = append(clusters, inlineRouteClusters(m.(*listenerv3.Listener))...)
 		}
 		if err := subscribe(CDS, dedup(clusters), false); err != nil {
@@ -246,6 +265,15 @@ func follow(st map[string]*typeState, proxyless bool, subscribe func(string, []s
 		return err
 	}
 	return subscribe(EDS, dedup(eds), false)
+}
+
+func anyPending(st map[string]*typeState) bool {
+	for _, s := range st {
+		if s.pending {
+			return true
+		}
+	}
+	return false
 }
 
 func collected(st map[string]*typeState) Resources {
