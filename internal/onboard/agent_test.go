@@ -73,6 +73,13 @@ func istioBins(t *testing.T) string {
 // baremeshctl, and starts a real daemon on free ports with the TLS port on.
 func testSetup(t *testing.T, extraConfig string) (cfgFile string, d *daemon.Daemon) {
 	t.Helper()
+	return testSetupAt(t, "127.0.0.1", extraConfig)
+}
+
+// testSetupAt is testSetup with the TLS port on tlsHost (an address a
+// VM in a network namespace can reach).
+func testSetupAt(t *testing.T, tlsHost, extraConfig string) (cfgFile string, d *daemon.Daemon) {
+	t.Helper()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "conf.d")
 	if err := os.MkdirAll(conf, 0o755); err != nil {
@@ -82,7 +89,7 @@ func testSetup(t *testing.T, extraConfig string) (cfgFile string, d *daemon.Daem
 	must(t, os.WriteFile(filepath.Join(dir, "meshconfig.yaml"), []byte("trustDomain: cluster.local\n"), 0o644))
 	cfgFile = filepath.Join(dir, "baremesh.yaml")
 	must(t, os.WriteFile(cfgFile, []byte("configDirs: [conf.d]\nmeshConfig: meshconfig.yaml\nstateDir: state\n"+
-		"xdsAddr: 127.0.0.1:0\nhttpAddr: 127.0.0.1:0\ntlsAddr: 127.0.0.1:0\n"+extraConfig), 0o644))
+		"xdsAddr: 127.0.0.1:0\nhttpAddr: 127.0.0.1:0\ntlsAddr: "+net.JoinHostPort(tlsHost, "0")+"\n"+extraConfig), 0o644))
 	cfg, err := daemon.ReadFile(cfgFile)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +176,7 @@ func TestPilotAgentOnboarding(t *testing.T) {
 // agent's environment (cluster.env and the proxyless settings).
 func prepareVM(t *testing.T, d *daemon.Daemon, cfgFile string, tokenTTL time.Duration) (boot, vm, certs string, env map[string]string) {
 	t.Helper()
-	_, port, _ := net.SplitHostPort(d.TLSAddr())
+	host, port, _ := net.SplitHostPort(d.TLSAddr())
 
 	boot = filepath.Join(t.TempDir(), "vm")
 	var out, errOut bytes.Buffer
@@ -178,7 +185,7 @@ func prepareVM(t *testing.T, d *daemon.Daemon, cfgFile string, tokenTTL time.Dur
 		t.Fatalf("vm bootstrap: %d: %s", rc, errOut.String())
 	}
 	hosts, _ := os.ReadFile(filepath.Join(boot, "hosts"))
-	if string(hosts) != "127.0.0.1 istiod.istio-system.svc\n" {
+	if string(hosts) != host+" istiod.istio-system.svc\n" {
 		t.Fatalf("hosts: %q", hosts)
 	}
 
@@ -313,7 +320,18 @@ type agentProc struct {
 
 func startAgent(t *testing.T, bins, dir string, env map[string]string) *agentProc {
 	t.Helper()
+	return startAgentIn(t, bins, dir, env, "")
+}
+
+// startAgentIn starts pilot-agent in network namespace netns (by `ip
+// netns exec`, which also puts /etc/netns/NETNS/* over /etc, as a VM's
+// own hosts and resolv.conf), or in the test's when netns is "".
+func startAgentIn(t *testing.T, bins, dir string, env map[string]string, netns string) *agentProc {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(bins, "pilot-agent"), "proxy")
+	if netns != "" {
+		cmd = exec.Command("ip", "netns", "exec", netns, filepath.Join(bins, "pilot-agent"), "proxy")
+	}
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
 	for k, v := range env {
