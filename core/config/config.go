@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 )
@@ -54,7 +55,13 @@ type Meta struct {
 	Labels          map[string]string
 	Annotations     map[string]string
 	ResourceVersion string
-	Source          Source
+	// CreationTime is when the resource was created, as its source says
+	// (Kubernetes metadata.creationTimestamp, MCP metadata create_time);
+	// a file source gives the time it first saw the resource, unless the
+	// document sets metadata.creationTimestamp. Zero: unknown. Not part
+	// of the content (SameContent).
+	CreationTime time.Time
+	Source       Source
 }
 
 // Config is one resource. A Config held by a store is shared and must not

@@ -28,6 +28,8 @@ type ObjectMeta struct {
 	Labels          map[string]string `json:"labels"`
 	Annotations     map[string]string `json:"annotations"`
 	ResourceVersion string            `json:"resourceVersion"`
+	// CreationTimestamp (RFC 3339) is kept as Meta.CreationTime.
+	CreationTimestamp time.Time `json:"creationTimestamp"`
 }
 
 // DefaultNamespace is used for documents without metadata.namespace.
@@ -95,7 +97,7 @@ func (obj *Object) Typed(src Source) (Config, error) {
 		Meta: Meta{
 			GVK: gvk, Name: obj.Metadata.Name, Namespace: ns,
 			Labels: obj.Metadata.Labels, Annotations: obj.Metadata.Annotations,
-			ResourceVersion: obj.Metadata.ResourceVersion, Source: src,
+			ResourceVersion: obj.Metadata.ResourceVersion, CreationTime: obj.Metadata.CreationTimestamp, Source: src,
 		},
 		Spec: spec,
 	}

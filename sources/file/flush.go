@@ -51,10 +51,12 @@ func (w *Watcher) flush() {
 	}
 	var ups []config.Config
 	var dels []config.Key
+	now := time.Now()
 	for k := range touched {
 		if c, ok := w.current[k]; ok {
-			ups = append(ups, c)
+			ups = append(ups, w.stamp(c, now))
 		} else {
+			delete(w.created, k)
 			dels = append(dels, k)
 		}
 	}
@@ -226,4 +228,25 @@ func (w *Watcher) read(p string) ([]byte, error) {
 		return nil, errNoFile
 	}
 	return data, err
+}
+
+// stamp gives c, when its document sets no metadata.creationTimestamp,
+// the time this watcher first saw its key: kept across edits and
+// re-reads, and a move to another file, while some file holds the key
+// (as Kubernetes keeps an object's creationTimestamp across updates);
+// forgotten when none does. Files carry no creation time of their own
+// (a file's mtime moves with every edit), and MCP subscribers (istiod)
+// order conflicting rules by it.
+func (w *Watcher) stamp(c config.Config, now time.Time) config.Config {
+	if !c.CreationTime.IsZero() {
+		return c
+	}
+	k := c.Key()
+	t, ok := w.created[k]
+	if !ok {
+		t = now
+		w.created[k] = t
+	}
+	c.CreationTime = t
+	return c
 }

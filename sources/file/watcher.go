@@ -87,6 +87,8 @@ type Watcher struct {
 	// dirErrs: directories that cannot be listed or watched, by path;
 	// each is a problem, retried on every DirPoll tick.
 	dirErrs map[string]*dirErr
+	// created: when each key was first seen (stamp).
+	created map[config.Key]time.Time
 }
 
 type dirErr struct{ read, watch string }
@@ -111,7 +113,7 @@ func New(opts Options, sink store.Sink) *Watcher {
 		opts: opts, sink: sink, log: opts.Logger,
 		files: map[string]*fileState{}, current: map[config.Key]config.Config{},
 		owner: map[config.Key]string{}, watched: map[string]bool{}, dirty: map[string]bool{},
-		dirErrs: map[string]*dirErr{},
+		dirErrs: map[string]*dirErr{}, created: map[config.Key]time.Time{},
 	}
 	for _, d := range opts.Dirs {
 		w.roots = append(w.roots, &root{dir: filepath.Clean(d)})

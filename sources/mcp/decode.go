@@ -90,6 +90,9 @@ func Decode(typeURL string, res *anypb.Any, name, source string) (config.Config,
 	}
 	obj := config.Object{APIVersion: gvk.APIVersion(), Kind: gvk.Kind,
 		Metadata: config.ObjectMeta{Name: n, Namespace: ns, Labels: md.GetLabels(), Annotations: md.GetAnnotations(), ResourceVersion: md.GetVersion()}}
+	if ct := md.GetCreateTime(); ct != nil && ct.IsValid() {
+		obj.Metadata.CreationTimestamp = ct.AsTime()
+	}
 	if err := json.Unmarshal(js, &obj.Spec); err != nil {
 		return config.Config{}, name, fmt.Errorf("%w: %v", ErrDecode, err)
 	}

@@ -5,6 +5,8 @@
 // annotations, resource version; body: the spec), as istiod's own API
 // generator sends it, so a consumer sees the aggregate of every source
 // (files, MCP upstreams, clusters, auto-registered WorkloadEntries).
+// Each carries a content version and its creation time, as istiod's own
+// MCP server sends them.
 //
 // Like every generator it is pure and imports core only.
 package istioconfig
@@ -13,7 +15,6 @@ import (
 	"fmt"
 	"slices"
 
-	"google.golang.org/protobuf/types/known/anypb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -49,14 +50,12 @@ func For(kind config.Kind) gen.Generator {
 // which istiod's config source client waits for all the same.
 func None(gen.Input) ([]gen.Resource, error) { return nil, nil }
 
-// Resource wraps one config as istiod's API generator does.
+// Resource wraps one config as istiod's API generator does (see encode
+// for its version and creation time).
 func Resource(c *config.Config) (*mcpapi.Resource, error) {
-	body, err := anypb.New(c.Spec)
+	md, body, err := encode(c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.Key(), err)
 	}
-	return &mcpapi.Resource{
-		Metadata: &mcpapi.Metadata{Name: c.Namespace + "/" + c.Name, Labels: c.Labels, Annotations: c.Annotations, Version: c.ResourceVersion},
-		Body:     body,
-	}, nil
+	return &mcpapi.Resource{Metadata: md, Body: body}, nil
 }
