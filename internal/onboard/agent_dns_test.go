@@ -60,9 +60,18 @@ spec:
 // No Envoy runs here: the test stands in for it on the agent's XDS
 // socket (a grpc-go ADS client with the node the agent generated, asking
 // for listeners, which is what makes the agent ask for the table).
+//
+// The agent speaks to baremeshd as Envoy speaks to it: SotW, then Delta
+// (Istio's default for Envoy), each with its own agent and namespace.
 func TestPilotAgentDNS(t *testing.T) {
 	bins := istioBins(t)
-	ns := newNetns(t)
+	for i, delta := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) { testPilotAgentDNS(t, bins, i, delta) })
+	}
+}
+
+func testPilotAgentDNS(t *testing.T, bins string, k int, delta bool) {
+	ns := newNetns(t, k)
 	cfgFile, d := testSetupAt(t, ns.hostIP, "")
 	conf := filepath.Join(filepath.Dir(cfgFile), "conf.d")
 	must(t, os.WriteFile(filepath.Join(conf, "services.yaml"), fmt.Appendf(nil, dnsServices, "10.9.0.1"), 0o644))
@@ -96,7 +105,7 @@ func TestPilotAgentDNS(t *testing.T) {
 	if node.GetMetadata().GetFields()["DNS_CAPTURE"].GetStringValue() != "true" {
 		t.Fatalf("agent's node has no DNS_CAPTURE: %v", node.GetMetadata())
 	}
-	fakeEnvoy(t, sock, node)
+	fakeEnvoy(t, sock, node, delta)
 
 	allocated := func() string {
 		s := d.Pipeline().Current().Service("ratings.bookinfo.mesh", "bookinfo")
@@ -152,18 +161,35 @@ func agentNode(t *testing.T, file string) *corev3.Node {
 	return n
 }
 
-// fakeEnvoy opens an ADS stream on the agent's XDS socket and asks for
-// listeners, ACKing what comes, until the test ends.
-func fakeEnvoy(t *testing.T, sock string, node *corev3.Node) {
+// fakeEnvoy opens an ADS stream (SotW or Delta) on the agent's XDS
+// socket and asks for listeners, ACKing what comes, until the test ends.
+func fakeEnvoy(t *testing.T, sock string, node *corev3.Node, delta bool) {
 	t.Helper()
 	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	must(t, err)
 	t.Cleanup(func() { cc.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	const lds = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	c := discovery.NewAggregatedDiscoveryServiceClient(cc)
+	if delta {
+		s, err := c.DeltaAggregatedResources(ctx)
+		must(t, err)
+		must(t, s.Send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: lds}))
+		go func() {
+			for {
+				r, err := s.Recv()
+				if err != nil {
+					return
+				}
+				_ = s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()})
+			}
+		}()
+		return
+	}
+	s, err := c.StreamAggregatedResources(ctx)
 	must(t, err)
-	must(t, s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: "type.googleapis.com/envoy.config.listener.v3.Listener"}))
+	must(t, s.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: lds}))
 	go func() {
 		for {
 			r, err := s.Recv()
@@ -182,14 +208,15 @@ type testNetns struct {
 	handle             netns.NsHandle
 }
 
-func newNetns(t *testing.T) *testNetns {
+// newNetns makes namespace k of this test process.
+func newNetns(t *testing.T, k int) *testNetns {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")
 	}
-	id := os.Getpid() % 100000
+	id := os.Getpid()%100000*10 + k
 	n := &testNetns{name: fmt.Sprintf("bmdns%d", id), hostIP: fmt.Sprintf("10.251.%d.1", id%250), nsIP: fmt.Sprintf("10.251.%d.2", id%250)}
-	hostIf, nsIf := fmt.Sprintf("bmd%dh", id), fmt.Sprintf("bmd%dn", id)
+	hostIf, nsIf := fmt.Sprintf("bm%dh", id), fmt.Sprintf("bm%dn", id)
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
