@@ -29,6 +29,7 @@ func started(t *testing.T, form wireForm, delta bool, opts mcp.Options) (*standI
 	w := newWorld()
 	u, _ := runUpstream(t, mcp.UpstreamConfig{Name: "up", Address: srv.addr(), Delta: delta, Kinds: []string{"ServiceEntry"}}, opts, w.source("mcp:up"))
 	w.waitPort(t, "a", 80)
+	poll(t, "status synced", 10*time.Second, func() bool { st := u.Status(); return st.Synced && !st.SyncTimedOut })
 	return srv, w, u
 }
 
@@ -260,6 +261,11 @@ func TestUnreachableBacksOff(t *testing.T) {
 	defer cancel()
 	if err := w.agg.WaitSynced(ctx); err != nil {
 		t.Fatal("never synced with an unreachable upstream")
+	}
+	// The daemon serves, but /debug/configz does not call it synced
+	// (issue #25: it said synced: true).
+	if st := u.Status(); st.Synced || !st.SyncTimedOut {
+		t.Fatalf("status of an upstream that never answered: synced %v, syncTimedOut %v; want false, true", st.Synced, st.SyncTimedOut)
 	}
 	start, r0 := time.Now(), u.Status().Reconnects
 	for time.Since(start) < 2*time.Second {

@@ -13,7 +13,11 @@ type Status struct {
 	Address   string `json:"address"`
 	Protocol  string `json:"protocol"` // "sotw" or "delta"
 	Connected bool   `json:"connected"`
-	Synced    bool   `json:"synced"`
+	// Synced: the upstream answered every subscription at least once.
+	Synced bool `json:"synced"`
+	// SyncTimedOut: it had not by SyncTimeout, and the daemon was told
+	// to serve without it.
+	SyncTimedOut bool `json:"syncTimedOut,omitempty"`
 	// LastResponse is when the upstream last answered (zero: never).
 	LastResponse time.Time `json:"lastResponse,omitzero"`
 	// Resources held per kind: the last good state, kept while down.

@@ -23,7 +23,8 @@ type Upstream struct {
 	typeURLs []string
 	st       *state
 	status   statusBox
-	synced   bool
+	synced   bool            // the sink was told (markSynced)
+	answered bool            // every subscription was answered once
 	origins  map[string]bool // problem origins last reported to the sink
 }
 
@@ -222,7 +223,7 @@ func (u *Upstream) handle(s stream, r *response) error {
 	} else {
 		u.log.Debug("mcp response applied", "type", r.typeURL, "resources", len(r.items), "upserts", len(ups), "deletes", len(dels))
 	}
-	if !u.synced && u.st.allResponded() {
+	if !u.answered && u.st.allResponded() {
 		u.markSynced(false)
 	}
 	if err := s.ack(r, nack); err != nil {
@@ -231,16 +232,26 @@ func (u *Upstream) handle(s stream, r *response) error {
 	return nil
 }
 
+// markSynced tells the sink the upstream is synced: when it has answered
+// every subscription, or, timedOut, when SyncTimeout passed without that
+// (so the daemon serves). Status.Synced says only the first: an upstream
+// that never answered shows synced: false and syncTimedOut: true on
+// /debug/configz, until it answers.
 func (u *Upstream) markSynced(timedOut bool) {
-	if u.synced {
-		return
-	}
-	u.synced = true
 	if timedOut {
+		if u.synced {
+			return
+		}
 		u.log.Warn("mcp upstream has not answered every subscription; reporting synced so the daemon serves", "after", u.opts.SyncTimeout)
+		u.status.update(func(s *Status) { s.SyncTimedOut = true })
+	} else {
+		u.answered = true
+		u.status.update(func(s *Status) { s.Synced, s.SyncTimedOut = true, false })
 	}
-	u.status.update(func(s *Status) { s.Synced = true })
-	u.sink.Synced()
+	if !u.synced {
+		u.synced = true
+		u.sink.Synced()
+	}
 }
 
 func (u *Upstream) setConnected(c bool) {
