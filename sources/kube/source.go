@@ -109,6 +109,9 @@ type Source struct {
 
 	files map[string]fileState // by cluster ID; only Run's goroutine
 	dupes map[string]bool      // files refused for a taken cluster ID; only Run's goroutine
+	// dirMissing: the directory did not exist at the last rescan (reported
+	// once, as a problem on it, until it appears); only Run's goroutine.
+	dirMissing bool
 
 	// mu guards clusters and the Istio configs delivered, and serialises
 	// deliveries, so a replaced cluster's late batch is dropped.
@@ -216,6 +219,7 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 		s.log.Warn("kubeconfig directory unreadable; clusters stay as they are", "dir", s.opts.Dir, "err", err)
 		return
 	}
+	s.noteDir(errors.Is(err, os.ErrNotExist))
 	byID := map[string][]string{} // paths, sorted
 	for _, e := range entries {
 		name := e.Name()
@@ -303,6 +307,23 @@ func loadKubeconfig(path string) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
+}
+
+// noteDir reports the kubeconfig directory missing (logged once, and a
+// problem on it, which /debug/configz shows) or back: it is waited for,
+// and its clusters join when it appears, but not without a word.
+func (s *Source) noteDir(missing bool) {
+	if missing == s.dirMissing {
+		return
+	}
+	s.dirMissing = missing
+	if !missing {
+		s.log.Info("kubeconfig directory present", "dir", s.opts.Dir)
+		s.sink.SetProblems(s.opts.Dir, nil)
+		return
+	}
+	s.log.Warn("kubeconfig directory does not exist; waiting for it (its files' clusters join when it appears)", "dir", s.opts.Dir)
+	s.sink.SetProblems(s.opts.Dir, []store.Problem{{Error: "kubeconfig directory does not exist yet; waiting for it", Since: time.Now()}})
 }
 
 func (s *Source) fileProblem(path string, err error) {
