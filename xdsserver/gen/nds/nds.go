@@ -67,7 +67,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 func Build(pc *push.PushContext, p *gen.Proxy) Table {
 	v := scope.New(pc, p)
 	fam := familiesOf(p.IPs)
-	out := Table{}
+	out := make(Table, len(v.Services))
 	for _, s := range v.Services {
 		ips := addresses(pc, s, p, fam)
 		if len(ips) == 0 {
@@ -106,14 +106,14 @@ func addresses(pc *push.PushContext, s *model.Service, p *gen.Proxy, fam familie
 		}
 		for _, a := range append(s.Addresses[:len(s.Addresses):len(s.Addresses)], s.AutoAllocatedIPv6) {
 			if ip, err := netip.ParseAddr(a); err == nil && fam.has(ip) {
-				out = append(out, ip.String())
+				out = append(out, a)
 			}
 		}
 		return out
 	case s.Source.Kind == model.KindKubeService:
 		for _, a := range s.Addresses {
 			if ip, err := netip.ParseAddr(a); err == nil && fam.has(ip) {
-				out = append(out, ip.String())
+				out = append(out, a)
 			}
 		}
 		if len(s.Addresses) > 0 {
@@ -140,11 +140,10 @@ func addresses(pc *push.PushContext, s *model.Service, p *gen.Proxy, fam familie
 		if !e.Healthy || (e.Network != "" && p.Network != "" && e.Network != p.Network) {
 			continue
 		}
-		ip, err := netip.ParseAddr(e.Address)
-		if err != nil || len(out) > 0 && out[len(out)-1] == ip.String() {
+		if _, err := netip.ParseAddr(e.Address); err != nil || len(out) > 0 && out[len(out)-1] == e.Address {
 			continue // not an IP, or an address seen (endpoints are sorted by address)
 		}
-		out = append(out, ip.String())
+		out = append(out, e.Address)
 	}
 	return out
 }
@@ -153,8 +152,8 @@ func addresses(pc *push.PushContext, s *model.Service, p *gen.Proxy, fam familie
 // holds one address (as Istio turns a /32 into its IP); wider CIDRs
 // resolve to nothing.
 func hostIP(a string) (string, bool) {
-	if ip, err := netip.ParseAddr(a); err == nil {
-		return ip.String(), true
+	if _, err := netip.ParseAddr(a); err == nil {
+		return a, true
 	}
 	if pfx, err := netip.ParsePrefix(a); err == nil && pfx.Bits() == pfx.Addr().BitLen() {
 		return pfx.Addr().String(), true
