@@ -75,7 +75,18 @@ func testPilotAgentDNS(t *testing.T, bins string, k int, delta bool) {
 	cfgFile, d := testSetupAt(t, ns.hostIP, "")
 	conf := filepath.Join(filepath.Dir(cfgFile), "conf.d")
 	must(t, os.WriteFile(filepath.Join(conf, "services.yaml"), fmt.Appendf(nil, dnsServices, "10.9.0.1"), 0o644))
+	// Auto-allocation is asked for as Istio's VM guide does, in the mesh
+	// config's proxyMetadata, which `vm bootstrap` copies to cluster.env.
+	must(t, os.WriteFile(filepath.Join(filepath.Dir(cfgFile), "meshconfig.yaml"),
+		[]byte("trustDomain: cluster.local\ndefaultConfig:\n  proxyMetadata: {ISTIO_META_DNS_AUTO_ALLOCATE: \"true\"}\n"), 0o644))
 	boot, vm, _, env := prepareVM(t, d, cfgFile, time.Hour)
+	if env["ISTIO_META_DNS_CAPTURE"] != "false" || env["ISTIO_META_DNS_AUTO_ALLOCATE"] != "true" {
+		// prepareVM turns capture off for the agents of the host's network namespace.
+		t.Fatalf("cluster.env: DNS_CAPTURE %q (prepareVM's), DNS_AUTO_ALLOCATE %q", env["ISTIO_META_DNS_CAPTURE"], env["ISTIO_META_DNS_AUTO_ALLOCATE"])
+	}
+	if b, _ := os.ReadFile(filepath.Join(boot, "cluster.env")); !strings.Contains(string(b), "ISTIO_META_DNS_CAPTURE='true'") {
+		t.Fatalf("cluster.env has no ISTIO_META_DNS_CAPTURE='true':\n%s", b)
+	}
 	hosts, err := os.ReadFile(filepath.Join(boot, "hosts"))
 	must(t, err)
 	// The VM's /etc/hosts with the bootstrap's line, its resolv.conf with
@@ -86,7 +97,7 @@ func testPilotAgentDNS(t *testing.T, bins string, k int, delta bool) {
 
 	_, tlsPort, _ := net.SplitHostPort(d.TLSAddr())
 	env["CA_ADDR"] = "istiod.istio-system.svc:" + tlsPort // as cluster.env has it: the hosts file resolves it
-	env["ISTIO_META_DNS_CAPTURE"], env["ISTIO_META_DNS_AUTO_ALLOCATE"] = "true", "true"
+	env["ISTIO_META_DNS_CAPTURE"] = "true"                // as cluster.env has it: this agent has a namespace of its own
 	env["INSTANCE_IP"] = ns.nsIP
 	env["PROXY_CONFIG"] = `{"statusPort": 15020}`
 	agent := startAgentIn(t, bins, vm, env, ns.name)
