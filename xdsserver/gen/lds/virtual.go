@@ -17,13 +17,19 @@ import (
 // virtualOutbound is the listener iptables sends outbound traffic to: it
 // hands each connection to the listener of its original destination, and
 // sends what none claims to the PassthroughCluster (BlackHoleCluster
-// under REGISTRY_ONLY).
+// under REGISTRY_ONLY); connections to 15001 itself to the
+// BlackHoleCluster. Chains named as istiod names them.
 func virtualOutbound(v *scope.View) *listenerv3.Listener {
 	cluster := outboundCatchAll(v)
 	l := &listenerv3.Listener{
 		Name:           gen.VirtualOutboundListener,
 		UseOriginalDst: gen.Bool(true), TrafficDirection: corev3.TrafficDirection_OUTBOUND,
-		FilterChains: []*listenerv3.FilterChain{{Name: "PassthroughFilterChain", Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}}},
+		FilterChains: []*listenerv3.FilterChain{
+			// Connections to 15001 itself would loop back into it.
+			{Name: gen.VirtualOutboundListener + "-blackhole", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: gen.U32(gen.VirtualOutboundPort)},
+				Filters: []*listenerv3.Filter{tcpProxy(gen.BlackHoleCluster, gen.BlackHoleCluster)}},
+			{Name: gen.VirtualOutboundListener + "-catchall-tcp", Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}},
+		},
 	}
 	setAddresses(l, v.Proxy, gen.VirtualOutboundPort)
 	if v.Proxy.InterceptionMode == "TPROXY" {
