@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemon"
 )
 
 const dnsServices = `apiVersion: networking.istio.io/v1
@@ -66,13 +67,65 @@ spec:
 func TestPilotAgentDNS(t *testing.T) {
 	bins := istioBins(t)
 	for i, delta := range []bool{false, true} {
-		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) { testPilotAgentDNS(t, bins, i, delta) })
+		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) {
+			v := startDNSVM(t, bins, i, delta, "")
+			allocated := func() string {
+				s := v.d.Pipeline().Current().Service("ratings.bookinfo.mesh", "bookinfo")
+				if s == nil || !s.AutoAllocated {
+					t.Fatal("ratings.bookinfo.mesh has no allocated address")
+				}
+				return s.Addresses[0]
+			}()
+			start := time.Now()
+			testkit.EventuallyWithin(t, 60*time.Second, "the agent answers ratings.bookinfo.mesh with its allocated address", func() bool {
+				return slices.Equal(v.ns.lookup(t, "ratings.bookinfo.mesh."), []string{allocated})
+			})
+			t.Logf("name table in the agent %v after the fake Envoy connected", time.Since(start).Round(time.Millisecond))
+			if got := v.ns.lookup(t, "db.example.internal."); !slices.Equal(got, []string{"10.9.0.1"}) {
+				t.Fatalf("db.example.internal: %v, want [10.9.0.1]", got)
+			}
+			if got := v.ns.lookup(t, "outside.example.org."); !slices.Equal(got, []string{"192.0.2.77"}) {
+				t.Fatalf("outside.example.org (forwarded upstream): %v, want [192.0.2.77]", got)
+			}
+			if v.upstream() == 0 {
+				t.Fatal("the upstream server saw no query")
+			}
+
+			// A ServiceEntry edit: the agent answers the new address.
+			var took []time.Duration
+			for i, addr := range []string{"10.9.0.2", "10.9.0.3", "10.9.0.4"} {
+				tmp := filepath.Join(v.conf, fmt.Sprintf(".services-%d.tmp", i))
+				must(t, os.WriteFile(tmp, fmt.Appendf(nil, dnsServices, addr), 0o644))
+				written := time.Now()
+				must(t, os.Rename(tmp, filepath.Join(v.conf, "services.yaml")))
+				testkit.EventuallyWithin(t, 30*time.Second, "the agent answers db.example.internal with "+addr, func() bool {
+					return slices.Equal(v.ns.lookup(t, "db.example.internal."), []string{addr})
+				})
+				took = append(took, time.Since(written))
+			}
+			t.Logf("ServiceEntry edit to the agent's new answer: %v", took)
+			v.agent.stop()
+		})
 	}
 }
 
-func testPilotAgentDNS(t *testing.T, bins string, k int, delta bool) {
+// dnsVM is a VM of TestPilotAgentDNS: baremeshd, the agent in its
+// namespace, the test standing in for Envoy.
+type dnsVM struct {
+	d        *daemon.Daemon
+	ns       *testNetns
+	conf     string // baremeshd's config directory
+	agent    *agentProc
+	upstream func() int // queries the resolv.conf server saw
+}
+
+// startDNSVM sets the VM up (namespace k of the test process; Delta or
+// SotW from the fake Envoy; extraConfig for baremesh.yaml) and returns
+// once the fake Envoy has its stream.
+func startDNSVM(t *testing.T, bins string, k int, delta bool, extraConfig string) *dnsVM {
+	t.Helper()
 	ns := newNetns(t, k)
-	cfgFile, d := testSetupAt(t, ns.hostIP, "")
+	cfgFile, d := testSetupAt(t, ns.hostIP, extraConfig)
 	conf := filepath.Join(filepath.Dir(cfgFile), "conf.d")
 	must(t, os.WriteFile(filepath.Join(conf, "services.yaml"), fmt.Appendf(nil, dnsServices, "10.9.0.1"), 0o644))
 	// Auto-allocation is asked for as Istio's VM guide does, in the mesh
@@ -117,43 +170,7 @@ func testPilotAgentDNS(t *testing.T, bins string, k int, delta bool) {
 		t.Fatalf("agent's node has no DNS_CAPTURE: %v", node.GetMetadata())
 	}
 	fakeEnvoy(t, sock, node, delta)
-
-	allocated := func() string {
-		s := d.Pipeline().Current().Service("ratings.bookinfo.mesh", "bookinfo")
-		if s == nil || !s.AutoAllocated {
-			t.Fatal("ratings.bookinfo.mesh has no allocated address")
-		}
-		return s.Addresses[0]
-	}()
-	start := time.Now()
-	testkit.EventuallyWithin(t, 60*time.Second, "the agent answers ratings.bookinfo.mesh with its allocated address", func() bool {
-		return slices.Equal(ns.lookup(t, "ratings.bookinfo.mesh."), []string{allocated})
-	})
-	t.Logf("name table in the agent %v after the fake Envoy connected", time.Since(start).Round(time.Millisecond))
-	if got := ns.lookup(t, "db.example.internal."); !slices.Equal(got, []string{"10.9.0.1"}) {
-		t.Fatalf("db.example.internal: %v, want [10.9.0.1]", got)
-	}
-	if got := ns.lookup(t, "outside.example.org."); !slices.Equal(got, []string{"192.0.2.77"}) {
-		t.Fatalf("outside.example.org (forwarded upstream): %v, want [192.0.2.77]", got)
-	}
-	if upstream() == 0 {
-		t.Fatal("the upstream server saw no query")
-	}
-
-	// A ServiceEntry edit: the agent answers the new address.
-	var took []time.Duration
-	for i, addr := range []string{"10.9.0.2", "10.9.0.3", "10.9.0.4"} {
-		tmp := filepath.Join(conf, fmt.Sprintf(".services-%d.tmp", i))
-		must(t, os.WriteFile(tmp, fmt.Appendf(nil, dnsServices, addr), 0o644))
-		written := time.Now()
-		must(t, os.Rename(tmp, filepath.Join(conf, "services.yaml")))
-		testkit.EventuallyWithin(t, 30*time.Second, "the agent answers db.example.internal with "+addr, func() bool {
-			return slices.Equal(ns.lookup(t, "db.example.internal."), []string{addr})
-		})
-		took = append(took, time.Since(written))
-	}
-	t.Logf("ServiceEntry edit to the agent's new answer: %v", took)
-	agent.stop()
+	return &dnsVM{d: d, ns: ns, conf: conf, agent: agent, upstream: upstream}
 }
 
 // agentNode reads the node the agent put in its gRPC bootstrap (the
@@ -280,7 +297,7 @@ func (n *testNetns) in(t *testing.T, f func()) {
 }
 
 // lookup asks the agent's DNS server (127.0.0.1:15053 in the namespace)
-// for host's A records; nil on any failure (SERVFAIL before the table
+// for host's A records, sorted; nil on any failure (SERVFAIL before the table
 // arrives, NXDOMAIN, a timeout).
 func (n *testNetns) lookup(t *testing.T, host string) []string {
 	t.Helper()
@@ -308,6 +325,7 @@ func (n *testNetns) lookup(t *testing.T, host string) []string {
 			out = append(out, a.A.String())
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
