@@ -33,6 +33,9 @@ type options struct {
 	dir               string // the example's directory
 	xdsAddr, httpAddr string
 	log               *slog.Logger
+	// vmServeDelay: the VM backend refuses connections for this long
+	// (tests: a backend that connects later than the other).
+	vmServeDelay time.Duration
 }
 
 // example is the running example.
@@ -41,9 +44,12 @@ type example struct {
 	d       *daemon.Daemon
 	cc      *grpc.ClientConn
 	closers []func()
+	// clientUp is closed when the xDS client exists, closed by close.
+	clientUp, closed chan struct{}
 }
 
 func (e *example) close() {
+	close(e.closed)
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		e.closers[i]()
 	}
@@ -52,7 +58,7 @@ func (e *example) close() {
 // start brings everything up and returns once baremeshd has its first
 // snapshot.
 func start(ctx context.Context, o options) (ex *example, err error) {
-	ex = &example{}
+	ex = &example{clientUp: make(chan struct{}), closed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			ex.close()
@@ -62,11 +68,11 @@ func start(ctx context.Context, o options) (ex *example, err error) {
 	if err != nil {
 		return nil, err
 	}
-	podPort, err := backend(ex, "pod-1", hostIP)
+	podPort, err := backend(ex, "pod-1", hostIP, 0)
 	if err != nil {
 		return nil, err
 	}
-	vmPort, err := backend(ex, "vm-1", "127.0.0.1")
+	vmPort, err := backend(ex, "vm-1", "127.0.0.1", o.vmServeDelay)
 	if err != nil {
 		return nil, err
 	}
@@ -147,32 +153,56 @@ func start(ctx context.Context, o options) (ex *example, err error) {
 		return nil, err
 	}
 	ex.closers = append(ex.closers, func() { ex.cc.Close() })
+	close(ex.clientUp)
 	return ex, nil
 }
 
-// call makes n RPCs once the first succeeds and counts who answered.
+// backends are the names of the example's backends.
+var backends = []string{"pod-1", "vm-1"}
+
+// call makes RPCs until every backend has answered once, then n more,
+// and counts who answered those n. The client's round robin spreads
+// RPCs over the backends it is connected to: counting from the first
+// success, while the other backend's connection was still being made (a
+// slow or loaded host), gave "pod 20, VM 0" (2 of 21 runs).
 func (e *example) call(ctx context.Context, n int) (map[string]int, error) {
-	seen := map[string]int{}
+	warm := map[string]int{}
 	deadline := time.Now().Add(60 * time.Second)
-	for len(seen) == 0 || sum(seen) < n {
-		var hdr metadata.MD
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := healthpb.NewHealthClient(e.cc).Check(cctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr))
-		cancel()
+	for len(warm) < len(backends) {
+		name, err := e.rpc(ctx)
 		switch {
 		case err == nil:
-			seen[strings.Join(hdr.Get("backend"), ",")]++
-		case len(seen) > 0:
-			return seen, fmt.Errorf("RPC failed after the first success: %w", err)
-		case time.Now().After(deadline):
-			return seen, fmt.Errorf("no RPC succeeded in 60 s: %w", err)
+			warm[name]++
+			continue
 		case ctx.Err() != nil:
-			return seen, ctx.Err()
-		default:
-			time.Sleep(100 * time.Millisecond) // config not there yet
+			return warm, ctx.Err()
+		case time.Now().After(deadline) && len(warm) == 0:
+			return warm, fmt.Errorf("no RPC succeeded in 60 s: %w", err)
+		case time.Now().After(deadline):
+			return warm, fmt.Errorf("in 60 s only %v answered: %w", warm, err)
 		}
+		time.Sleep(100 * time.Millisecond) // config or connections not there yet
+	}
+	// Every backend has answered, so each is connected: a failure now
+	// is one.
+	seen := map[string]int{}
+	for sum(seen) < n {
+		name, err := e.rpc(ctx)
+		if err != nil {
+			return seen, fmt.Errorf("RPC failed after every backend answered: %w", err)
+		}
+		seen[name]++
 	}
 	return seen, nil
+}
+
+// rpc makes one RPC and returns the name of the backend that answered.
+func (e *example) rpc(ctx context.Context) (string, error) {
+	var hdr metadata.MD
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := healthpb.NewHealthClient(e.cc).Check(cctx, &healthpb.HealthCheckRequest{}, grpc.Header(&hdr))
+	return strings.Join(hdr.Get("backend"), ","), err
 }
 
 func sum(m map[string]int) (n int) {
@@ -182,8 +212,9 @@ func sum(m map[string]int) (n int) {
 	return n
 }
 
-// backend starts a gRPC health server that names itself in a header.
-func backend(ex *example, name, host string) (int, error) {
+// backend starts a gRPC health server that names itself in a header,
+// serving after delay.
+func backend(ex *example, name, host string, delay time.Duration) (int, error) {
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
@@ -193,9 +224,28 @@ func backend(ex *example, name, host string) (int, error) {
 		return h(ctx, req)
 	}))
 	healthpb.RegisterHealthServer(s, health.NewServer())
-	go func() { _ = s.Serve(lis) }()
+	port := lis.Addr().(*net.TCPAddr).Port
+	if delay > 0 {
+		// An injected late backend (options.vmServeDelay): connections
+		// are refused until it listens again on its port, delay after
+		// the client is made.
+		lis.Close()
+		go func() {
+			select { // from when the client exists
+			case <-ex.clientUp:
+			case <-ex.closed:
+				return
+			}
+			time.Sleep(delay) // the injected fault, not synchronisation
+			if l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port))); err == nil {
+				_ = s.Serve(l)
+			}
+		}()
+	} else {
+		go func() { _ = s.Serve(lis) }()
+	}
 	ex.closers = append(ex.closers, s.Stop)
-	return lis.Addr().(*net.TCPAddr).Port, nil
+	return port, nil
 }
 
 // localIPv4 is a non-loopback address of this host: Kubernetes refuses

@@ -23,11 +23,16 @@ import (
 	"syscall"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is the program; it returns the exit code, so that its deferred
+// clean-up (kube-apiserver, etcd, baremeshd, the backends, the work
+// directory) runs before the process exits: os.Exit skips deferred calls.
+func run() int {
 	calls := flag.Int("calls", 20, "RPCs the xDS client makes")
 	keep := flag.Bool("keep", false, "keep running after the calls (Ctrl-C stops)")
 	xdsAddr := flag.String("xds-addr", "127.0.0.1:0", "baremeshd's xDS address")
-	httpAddr := flag.String("http-addr", "127.0.0.1:15014", "baremeshd's debug address")
+	httpAddr := flag.String("http-addr", "127.0.0.1:0", "baremeshd's debug address (default: a free port, printed)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -36,22 +41,24 @@ func main() {
 	ex, err := start(ctx, options{dir: filepath.Dir(self), xdsAddr: *xdsAddr, httpAddr: *httpAddr, log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mixed-mesh:", err)
-		os.Exit(1)
+		return 1
 	}
 	defer ex.close()
+	fmt.Printf("baremeshd: xDS %s, debug http://%s/debug/configz\n", ex.d.XDSAddr(), ex.d.HTTPAddr())
 	seen, err := ex.call(ctx, *calls)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mixed-mesh:", err)
-		os.Exit(1)
+		return 1
 	}
 	fmt.Printf("%d RPCs to xds:///echo.mixed.svc.cluster.local:7070 answered by: pod (EndpointSlice) %d, VM (WorkloadEntry) %d\n",
 		*calls, seen["pod-1"], seen["vm-1"])
 	if seen["pod-1"] == 0 || seen["vm-1"] == 0 {
 		fmt.Fprintln(os.Stderr, "mixed-mesh: the pod and the VM should both have answered")
-		os.Exit(1)
+		return 1
 	}
 	if *keep {
-		fmt.Printf("baremeshd: xDS %s, debug http://%s/debug/configz; Ctrl-C stops\n", ex.d.XDSAddr(), ex.d.HTTPAddr())
+		fmt.Println("Ctrl-C stops")
 		<-ctx.Done()
 	}
+	return 0
 }
