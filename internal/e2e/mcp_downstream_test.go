@@ -53,19 +53,26 @@ func TestIstiodReadsBaremesh(t *testing.T) {
 		}
 	}
 	// A WorkloadEntry added in baremesh for the existing ServiceEntry is an
-	// endpoint-only change: it keeps baremesh's snapshot, so it reaches
-	// istiod with the next full push (here a VirtualService edit), not at
-	// once (see the mcp note).
+	// endpoint-only change: it reaches istiod at once, with the endpoint
+	// push (issue #25: it waited for the next full push, such as a
+	// VirtualService edit).
 	bs["a2"] = startBackend(t, "a2")
 	versions["a2"] = "v1"
 	m.write("echo.yaml", echoService(bs, versions))
-	m.write("vs.yaml", routes(100, 0, "    timeout: 5s\n"))
-	testkit.EventuallyWithin(t, e2eWait, "the added WorkloadEntry to receive traffic through istiod", func() bool {
-		for i := 0; i < 20; i++ {
-			if b, err := call(ctx, cc); err == nil && b == "a2" {
-				return true
+	reaches := func(what, want string) {
+		t.Helper()
+		testkit.EventuallyWithin(t, e2eWait, what, func() bool {
+			for i := 0; i < 20; i++ {
+				if b, err := call(ctx, cc); err == nil && b == want {
+					return true
+				}
 			}
-		}
-		return false
-	})
+			return false
+		})
+	}
+	reaches("the added WorkloadEntry to receive traffic through istiod", "a2")
+	// Its address (here its port) moves: also endpoint-only, also at once.
+	bs["a2"] = startBackend(t, "a2-moved")
+	m.write("echo.yaml", echoService(bs, versions))
+	reaches("the moved WorkloadEntry to receive traffic at its new address through istiod", "a2-moved")
 }
