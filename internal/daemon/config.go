@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baremesh/baremesh/sources/mcp"
+	"github.com/baremesh/baremesh/xdsserver/gen/istioconfig"
 )
 
 // DefaultConfigFile is where baremeshd looks without --config.
@@ -122,6 +123,17 @@ type Config struct {
 	// AllowRemotePlaintextXDS lets xdsAddr be a non-loopback address
 	// (plaintext xDS authenticates nobody; off by default).
 	AllowRemotePlaintextXDS bool `json:"allowRemotePlaintextXDS"`
+	// AllowRemoteHTTP lets httpAddr (metrics and /debug pages, which
+	// show the whole config and every proxy's) be a non-loopback address.
+	AllowRemoteHTTP bool `json:"allowRemoteHTTP"`
+	// MCPReaders are the identities besides the mesh root namespace's
+	// that may read the Istio config over MCP on the TLS port,
+	// "NAMESPACE/SERVICE_ACCOUNT" or "NAMESPACE/*" (README "Threat model").
+	MCPReaders []string `json:"mcpReaders,omitempty"`
+	// AllowPlaintextMCPReaders lets unauthenticated streams on xdsAddr
+	// read the Istio config over MCP (an istiod on the same host, or a
+	// trusted network; off by default).
+	AllowPlaintextMCPReaders bool `json:"allowPlaintextMCPReaders"`
 	// RegistrationGrace is how long an auto-registered WorkloadEntry
 	// outlives its proxy's disconnect (README "Auto-registration").
 	RegistrationGrace Duration `json:"registrationGrace"`
@@ -188,6 +200,12 @@ func (c *Config) Validate() error {
 	}
 	if err := checkPlaintextXDS(*c); err != nil {
 		errs = append(errs, err)
+	}
+	if err := checkDebugHTTP(*c); err != nil {
+		errs = append(errs, err)
+	}
+	if err := (istioconfig.Readers{Identities: c.MCPReaders}).Check(); err != nil {
+		errs = append(errs, fmt.Errorf("mcpReaders: %w", err))
 	}
 	if c.TLSAddr != "" {
 		if _, _, err := net.SplitHostPort(c.TLSAddr); err != nil {

@@ -111,7 +111,7 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	}
 	d.pipeline.AddListener(d.xds.OnPush)
 	d.Handle("/debug/syncz", debug.SyncHandler(d.xds))
-	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(d.xds))
+	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(redactedDumps{d.xds})) // http.go
 	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
 	d.Handle("/debug/diff", http.HandlerFunc(d.diffHandler)) // dryrun.go
 	return d, nil

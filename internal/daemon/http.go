@@ -2,19 +2,26 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/internal/version"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/sources/mcp"
+	"github.com/baremesh/baremesh/xdsserver/ads"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 func protoEqual(a, b proto.Message) bool { return proto.Equal(a, b) }
@@ -132,4 +139,39 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(out)
+}
+
+// redactedDumps is the xDS server as /debug/config_dump reads it, with
+// the private keys of gateway credentials (SDS) taken out: the debug
+// port must never show a secret.
+type redactedDumps struct{ *ads.Server }
+
+// redacted is what a private key reads on /debug/config_dump.
+const redacted = "[redacted]"
+
+func (r redactedDumps) Dumps(id string) []ads.Dump {
+	out := r.Server.Dumps(id)
+	for _, d := range out {
+		for i, a := range d.Types[xdstype.Secret.Short] {
+			s := &tlsv3.Secret{}
+			if err := a.UnmarshalTo(s); err != nil {
+				d.Types[xdstype.Secret.Short][i] = nil
+				d.Errors[xdstype.Secret.Short] = append(d.Errors[xdstype.Secret.Short], fmt.Errorf("secret not shown: %w", err))
+				continue
+			}
+			if c := s.GetTlsCertificate(); c != nil && c.PrivateKey != nil {
+				c.PrivateKey = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: redacted}}
+			}
+			if c := s.GetGenericSecret(); c != nil {
+				c.Secret = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: redacted}}
+			}
+			na, err := anypb.New(s)
+			if err != nil {
+				na = nil
+			}
+			d.Types[xdstype.Secret.Short][i] = na
+		}
+		d.Types[xdstype.Secret.Short] = slices.DeleteFunc(d.Types[xdstype.Secret.Short], func(a *anypb.Any) bool { return a == nil })
+	}
+	return out
 }

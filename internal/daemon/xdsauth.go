@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -19,20 +20,25 @@ import (
 	"github.com/baremesh/baremesh/core/workloads"
 	"github.com/baremesh/baremesh/xdsserver/ads"
 	"github.com/baremesh/baremesh/xdsserver/ca"
+	"github.com/baremesh/baremesh/xdsserver/gen/istioconfig"
+	"github.com/baremesh/baremesh/xdsserver/gen/sds"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // ownSource is the aggregate's name for baremesh's own state.
 const ownSource = "baremesh"
 
 // xdsHooks are the xDS server's connection hooks: authentication on the
-// TLS port (identity.go), the node-namespace check, and auto-registration.
+// TLS port (identity.go), the node checks of core/identity (namespace,
+// service account), auto-registration, and who may read gateway
+// credentials (SDS) and the Istio config (MCP).
 func (d *Daemon) xdsHooks() ads.Hooks {
 	return ads.Hooks{
 		Authenticate: d.authenticateXDS,
 		OnConnect: func(ctx context.Context, p *model.Proxy, _ net.Addr, id *model.Identity) error {
-			if id != nil && p.Namespace != id.Namespace {
-				// As istiod: a proxy may only ask for its own namespace's config.
-				return status.Errorf(codes.PermissionDenied, "node %q is in namespace %q but authenticated as %s", p.ID, p.Namespace, id.SPIFFEID())
+			if err := identity.CheckNode(p); err != nil {
+				// As istiod: a proxy claims only what its identity proves.
+				return status.Error(codes.PermissionDenied, err.Error())
 			}
 			if err := d.wl.Connect(p); err != nil {
 				return status.Error(codes.PermissionDenied, err.Error())
@@ -43,7 +49,27 @@ func (d *Daemon) xdsHooks() ads.Hooks {
 		OnReport: func(p *model.Proxy, r ads.Report) {
 			d.wl.Report(p, r.TypeURL, r.ErrorDetail.GetMessage(), r.ErrorDetail != nil)
 		},
+		Authorize: d.authorizeRead,
 	}
+}
+
+// authorizeRead is who may read what beyond their own config: gateway
+// credentials only their namespace's authenticated identities (sds),
+// the Istio config only control-plane identities (istioconfig.Readers:
+// the root namespace's, mcpReaders, plaintext with
+// allowPlaintextMCPReaders).
+func (d *Daemon) authorizeRead(p *model.Proxy, t *xdstype.Type) error {
+	switch {
+	case t == xdstype.Secret:
+		return sds.Authorize(p)
+	case slices.Contains(xdstype.IstioConfig, t):
+		var root string
+		if pc := d.pipeline.Current(); pc != nil {
+			root = pc.Mesh.GetRootNamespace()
+		}
+		return istioconfig.Readers{Identities: d.cfg.MCPReaders, AllowPlaintext: d.cfg.AllowPlaintextMCPReaders}.Authorize(p, root)
+	}
+	return nil
 }
 
 // authenticateXDS identifies a caller on the TLS port by its client
@@ -134,18 +160,29 @@ func (d *Daemon) followGroups(ctx context.Context, synced <-chan struct{}) {
 // unless allowRemotePlaintextXDS says so: plaintext xDS authenticates
 // nobody.
 func checkPlaintextXDS(cfg Config) error {
-	if cfg.AllowRemotePlaintextXDS {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(cfg.XDSAddr)
-	if err != nil {
-		return nil // Validate names it
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if cfg.AllowRemotePlaintextXDS || isLoopback(cfg.XDSAddr) {
 		return nil
 	}
 	return fmt.Errorf("xdsAddr: %q is not a loopback address; plaintext xDS authenticates nobody (serve remote proxies on tlsAddr, or set allowRemotePlaintextXDS: true on a trusted network)", cfg.XDSAddr)
+}
+
+// checkDebugHTTP refuses a debug/metrics address that is not loopback
+// unless allowRemoteHTTP says so: its pages show every resource in
+// force, every proxy's config and the issued certificates, to anyone.
+func checkDebugHTTP(cfg Config) error {
+	if cfg.AllowRemoteHTTP || isLoopback(cfg.HTTPAddr) {
+		return nil
+	}
+	return fmt.Errorf("httpAddr: %q is not a loopback address; the /debug pages authenticate nobody and show the whole config (scrape /metrics through a local agent, or set allowRemoteHTTP: true on a trusted network)", cfg.HTTPAddr)
+}
+
+// isLoopback says whether a HOST:PORT listens on loopback only; an
+// unparsable address is left to Validate, which names it.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

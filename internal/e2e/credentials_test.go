@@ -25,7 +25,10 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/testkit"
@@ -105,14 +108,77 @@ spec:
     tls: {mode: SIMPLE, credentialName: missing-cert}
 `
 
+// gatewayClient is a gateway's raw ADS stream (there is no Envoy binary
+// here): over the TLS port with a client certificate of ns/sa when ns is
+// set, else over the plaintext xdsAddr.
+type gatewayClient struct {
+	t  *testing.T
+	st discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient
+	// node is the gateway's node.
+	node *corev3.Node
+}
+
+func newGatewayClient(t *testing.T, m *mesh, stateDir, ns, sa, nodeID string) *gatewayClient {
+	t.Helper()
+	addr, creds := m.d.XDSAddr(), insecure.NewCredentials()
+	if ns != "" {
+		certFile, keyFile, rootFile := certFiles(t, stateDir, ns, sa)
+		root, _ := os.ReadFile(rootFile)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(root)
+		kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, creds = m.d.TLSAddr(), credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{kp}})
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, _ := structpb.NewStruct(map[string]any{"LABELS": map[string]any{"istio": "ingressgateway"}})
+	return &gatewayClient{t: t, st: st, node: &corev3.Node{Id: nodeID, Metadata: labels}}
+}
+
+func (g *gatewayClient) send(typeURL, version, nonce string, names ...string) {
+	g.t.Helper()
+	if err := g.st.Send(&discovery.DiscoveryRequest{Node: g.node, TypeUrl: typeURL, VersionInfo: version, ResponseNonce: nonce, ResourceNames: names}); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// recv returns the next response of typeURL, or the stream's error.
+func (g *gatewayClient) recv(typeURL string) (*discovery.DiscoveryResponse, error) {
+	for {
+		r, err := g.st.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if r.GetTypeUrl() == typeURL {
+			return r, nil
+		}
+	}
+}
+
+const ingressNode = "router~10.9.0.1~ingress-abc.istio-system~istio-system.svc.cluster.local"
+
 // TestGatewayCredentialsOverSDS (issue #14, item 5): a gateway gets the
 // credentials its Gateway servers name over SDS, from the watched
 // credentials directory, only those of its own namespace; a server whose
 // credential is missing, of another namespace or broken is left out of
 // LDS and named on /debug/configz; a credential rewritten on disk
-// reaches the gateway. The gateway here is a raw gRPC ADS client (there
-// is no Envoy binary here); the served certificate and key are checked
-// with a real TLS handshake, and the Envoy side by ValidateAll.
+// reaches the gateway. The gateway here is a raw gRPC ADS client on the
+// TLS port with a certificate of its namespace (issue #24: secrets go
+// only to an authenticated identity); the served certificate and key are
+// checked with a real TLS handshake, and the Envoy side by ValidateAll.
+// /debug/config_dump shows the secrets without their private keys.
 func TestGatewayCredentialsOverSDS(t *testing.T) {
 	ca := newTestCA(t)
 	creds := t.TempDir()
@@ -122,80 +188,31 @@ func TestGatewayCredentialsOverSDS(t *testing.T) {
 	writeCredential(t, creds, "mtls-cert", map[string][]byte{"tls.crt": mCert, "tls.key": mKey, "ca.crt": ca.pem})
 	sCert, sKey := ca.issue(t, "shop.example.com", 12)
 	writeCredential(t, creds, "shop-cert", map[string][]byte{"tls.crt": sCert, "tls.key": sKey, "namespaces": []byte("shop\n")})
-	m := startMeshWith(t, map[string]string{"gw.yaml": gatewayConfig}, func(c *daemon.Config) { c.CredentialsDir = creds })
-
-	cc, err := grpc.NewClient(m.d.XDSAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	labels, _ := structpb.NewStruct(map[string]any{"LABELS": map[string]any{"istio": "ingressgateway"}})
-	node := &corev3.Node{Id: "router~10.9.0.1~ingress-abc.istio-system~istio-system.svc.cluster.local", Metadata: labels}
-	send := func(typeURL, version, nonce string, names ...string) {
-		t.Helper()
-		if err := st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: typeURL, VersionInfo: version, ResponseNonce: nonce, ResourceNames: names}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stateDir := t.TempDir()
+	m := startMeshWith(t, map[string]string{"gw.yaml": gatewayConfig}, func(c *daemon.Config) {
+		c.CredentialsDir = creds
+		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
+	})
+	g := newGatewayClient(t, m, stateDir, "istio-system", "ingress", ingressNode)
+	send := g.send
 	recv := func(typeURL string) *discovery.DiscoveryResponse {
 		t.Helper()
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.GetTypeUrl() == typeURL {
-				return r
-			}
+		r, err := g.recv(typeURL)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	chains := func(r *discovery.DiscoveryResponse) []string {
-		var out []string
-		for _, a := range r.GetResources() {
-			l := &listenerv3.Listener{}
-			if err := a.UnmarshalTo(l); err != nil {
-				t.Fatal(err)
-			}
-			if err := gentest.Check(l); err != nil {
-				t.Errorf("listener %s: %v", l.GetName(), err)
-			}
-			for _, fc := range l.GetFilterChains() {
-				out = append(out, fc.GetFilterChainMatch().GetServerNames()...)
-			}
-		}
-		slices.Sort(out)
-		return out
+		return r
 	}
 	send(xdstype.Listener.URL, "", "")
 	lds := recv(xdstype.Listener.URL)
-	if got := chains(lds); !slices.Equal(got, []string{"mtls.example.com", "www.example.com"}) {
+	if got := chains(t, lds); !slices.Equal(got, []string{"mtls.example.com", "www.example.com"}) {
 		t.Fatalf("gateway chains %v, want mtls and www only (shop's credential is another namespace's, gone's does not exist)", got)
 	}
 	send(xdstype.Listener.URL, lds.GetVersionInfo(), lds.GetNonce())
 
-	secrets := func(r *discovery.DiscoveryResponse) map[string]*tlsv3.Secret {
-		out := map[string]*tlsv3.Secret{}
-		for _, a := range r.GetResources() {
-			s := &tlsv3.Secret{}
-			if err := a.UnmarshalTo(s); err != nil {
-				t.Fatal(err)
-			}
-			if err := gentest.Check(s); err != nil {
-				t.Errorf("secret %s: %v", s.GetName(), err)
-			}
-			out[s.GetName()] = s
-		}
-		return out
-	}
 	send(xdstype.Secret.URL, "", "", "www-cert", "mtls-cert", "mtls-cert-cacert", "kubernetes://shop-cert")
 	sds := recv(xdstype.Secret.URL)
-	got := secrets(sds)
+	got := secrets(t, sds)
 	if _, ok := got["kubernetes://shop-cert"]; ok || len(got) != 3 {
 		t.Fatalf("secrets %v: want www-cert, mtls-cert, mtls-cert-cacert and never another namespace's", keys(got))
 	}
@@ -207,11 +224,23 @@ func TestGatewayCredentialsOverSDS(t *testing.T) {
 	}
 	send(xdstype.Secret.URL, sds.GetVersionInfo(), sds.GetNonce(), "www-cert", "mtls-cert", "mtls-cert-cacert", "kubernetes://shop-cert")
 
+	// /debug/config_dump shows the secrets, never their keys.
+	_, dump := httpGet(t, "http://"+m.d.HTTPAddr()+"/debug/config_dump?proxy="+ingressNode)
+	for name, key := range map[string][]byte{"www-cert": wwwKey, "mtls-cert": mKey} {
+		b64, _ := json.Marshal(key) // protojson and encoding/json write bytes alike (base64)
+		if strings.Contains(dump, strings.Trim(string(b64), `"`)) || strings.Contains(dump, string(key)) {
+			t.Errorf("/debug/config_dump shows %s's private key", name)
+		}
+	}
+	if !strings.Contains(dump, "www-cert") || !strings.Contains(dump, "[redacted]") {
+		t.Errorf("/debug/config_dump does not show the redacted secrets: %.300s", dump)
+	}
+
 	// A rotated certificate reaches the gateway.
 	newCert, newKey := ca.issue(t, "www.example.com", 20)
 	writeCredential(t, creds, "www-cert", map[string][]byte{"tls.crt": newCert, "tls.key": newKey})
 	sds = recv(xdstype.Secret.URL)
-	if s := secrets(sds)["www-cert"]; s == nil || string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) != string(newCert) {
+	if s := secrets(t, sds)["www-cert"]; s == nil || string(s.GetTlsCertificate().GetCertificateChain().GetInlineBytes()) != string(newCert) {
 		t.Fatal("the rotated www-cert did not reach the gateway")
 	}
 	send(xdstype.Secret.URL, sds.GetVersionInfo(), sds.GetNonce(), "www-cert", "mtls-cert", "mtls-cert-cacert", "kubernetes://shop-cert")
@@ -220,7 +249,7 @@ func TestGatewayCredentialsOverSDS(t *testing.T) {
 	// www stays, and configz names the credential and the server.
 	writeCredential(t, creds, "mtls-cert", map[string][]byte{"tls.crt": mCert, "tls.key": newKey, "ca.crt": ca.pem})
 	lds = recv(xdstype.Listener.URL)
-	if got := chains(lds); !slices.Equal(got, []string{"www.example.com"}) {
+	if got := chains(t, lds); !slices.Equal(got, []string{"www.example.com"}) {
 		t.Fatalf("after mtls-cert broke, chains %v, want www only", got)
 	}
 	var cz struct {
@@ -245,6 +274,108 @@ func TestGatewayCredentialsOverSDS(t *testing.T) {
 		slices.Sort(seen)
 		return slices.Equal(seen, []string{"missing-cert|istio-system/ingress|gone", "mtls-cert|istio-system/ingress|mtls", "mtls-cert||", "shop-cert|istio-system/ingress|shop"})
 	})
+}
+
+// chains are the server names of a gateway's LDS filter chains, checked
+// by ValidateAll.
+func chains(t *testing.T, r *discovery.DiscoveryResponse) []string {
+	t.Helper()
+	var out []string
+	for _, a := range r.GetResources() {
+		l := &listenerv3.Listener{}
+		if err := a.UnmarshalTo(l); err != nil {
+			t.Fatal(err)
+		}
+		if err := gentest.Check(l); err != nil {
+			t.Errorf("listener %s: %v", l.GetName(), err)
+		}
+		for _, fc := range l.GetFilterChains() {
+			out = append(out, fc.GetFilterChainMatch().GetServerNames()...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// secrets are an SDS response's secrets by name, checked by ValidateAll.
+func secrets(t *testing.T, r *discovery.DiscoveryResponse) map[string]*tlsv3.Secret {
+	t.Helper()
+	out := map[string]*tlsv3.Secret{}
+	for _, a := range r.GetResources() {
+		s := &tlsv3.Secret{}
+		if err := a.UnmarshalTo(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := gentest.Check(s); err != nil {
+			t.Errorf("secret %s: %v", s.GetName(), err)
+		}
+		out[s.GetName()] = s
+	}
+	return out
+}
+
+// TestGatewaySecretsNeedIdentity (issue #24): gateway private keys go
+// only to an authenticated identity of the credential's namespace, as
+// istiod serves SDS only to a VerifiedIdentity. A process on the
+// plaintext xdsAddr claiming the ingress gateway's node gets its
+// listeners but not one secret; a gateway of namespace shop on the TLS
+// port gets shop's credential and not istio-system's; a shop identity
+// claiming istio-system's node is refused at connect, naming both. Each
+// refusal is counted once in baremesh_xds_reads_refused_total.
+func TestGatewaySecretsNeedIdentity(t *testing.T) {
+	ca := newTestCA(t)
+	creds := t.TempDir()
+	wwwCert, wwwKey := ca.issue(t, "www.example.com", 10)
+	writeCredential(t, creds, "www-cert", map[string][]byte{"tls.crt": wwwCert, "tls.key": wwwKey})
+	sCert, sKey := ca.issue(t, "shop.example.com", 12)
+	writeCredential(t, creds, "shop-cert", map[string][]byte{"tls.crt": sCert, "tls.key": sKey, "namespaces": []byte("shop\n")})
+	stateDir := t.TempDir()
+	m := startMeshWith(t, map[string]string{"gw.yaml": gatewayConfig}, func(c *daemon.Config) {
+		c.CredentialsDir = creds
+		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
+	})
+	all := []string{"www-cert", "kubernetes://www-cert", "shop-cert", "kubernetes://shop-cert"}
+
+	// Plaintext, claiming the ingress gateway.
+	plain := newGatewayClient(t, m, "", "", "", ingressNode)
+	plain.send(xdstype.Listener.URL, "", "")
+	if _, err := plain.recv(xdstype.Listener.URL); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // the second request must not log or count again
+		plain.send(xdstype.Secret.URL, "", "", all...)
+		r, err := plain.recv(xdstype.Secret.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := secrets(t, r); len(got) != 0 {
+			t.Fatalf("request %d: a plaintext client claiming the ingress gateway got secrets %v", i, keys(got))
+		}
+	}
+
+	// Namespace shop, authenticated: its own credential only.
+	shop := newGatewayClient(t, m, stateDir, "shop", "shop-gw", "router~10.9.0.2~shop-gw-1.shop~shop.svc.cluster.local")
+	shop.send(xdstype.Secret.URL, "", "", all...)
+	r, err := shop.recv(xdstype.Secret.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := secrets(t, r); !slices.Equal(keys(got), []string{"kubernetes://shop-cert", "shop-cert"}) {
+		t.Fatalf("shop's gateway got %v, want shop-cert only (www-cert is istio-system's)", keys(got))
+	}
+
+	// Shop's identity claiming istio-system's gateway.
+	liar := newGatewayClient(t, m, stateDir, "shop", "shop-gw", ingressNode)
+	liar.send(xdstype.Secret.URL, "", "", all...)
+	_, err = liar.recv(xdstype.Secret.URL)
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "istio-system") || !strings.Contains(err.Error(), "spiffe://cluster.local/ns/shop/sa/shop-gw") {
+		t.Fatalf("shop's identity claiming istio-system's node: %v, want PermissionDenied naming both", err)
+	}
+
+	_, metrics := httpGet(t, "http://"+m.d.HTTPAddr()+"/metrics")
+	if want := `baremesh_xds_reads_refused_total{reason="unauthenticated",type="sds"} 1`; !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %q", want)
+	}
 }
 
 func keys[V any](m map[string]V) []string {

@@ -16,7 +16,7 @@ import (
 // Delta) holds what baremesh's files hold.
 func TestBaremeshServesMCP(t *testing.T) {
 	bs := map[string]*backend{"a1": startBackend(t, "a1")}
-	m := startMesh(t, map[string]string{"echo.yaml": echoService(bs, map[string]string{"a1": "v1"}), "vs.yaml": routes(100, 0, "")})
+	m := startMeshWith(t, map[string]string{"echo.yaml": echoService(bs, map[string]string{"a1": "v1"}), "vs.yaml": routes(100, 0, "")}, plaintextMCP)
 	for _, delta := range []bool{false, true} {
 		agg := store.NewAggregate()
 		u := mcp.New(mcp.UpstreamConfig{Name: "baremesh", Address: m.d.XDSAddr(), Delta: delta},

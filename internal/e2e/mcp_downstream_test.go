@@ -40,7 +40,7 @@ func TestIstiodReadsBaremesh(t *testing.T) {
 	}
 	bs := map[string]*backend{"a1": startBackend(t, "a1"), "b1": startBackend(t, "b1")}
 	versions := map[string]string{"a1": "v1", "b1": "v2"}
-	m := startMesh(t, map[string]string{"echo.yaml": echoService(bs, versions), "vs.yaml": routes(0, 100, "")})
+	m := startMeshWith(t, map[string]string{"echo.yaml": echoService(bs, versions), "vs.yaml": routes(0, 100, "")}, plaintextMCP)
 	ist := startIstiodMesh(t, fmt.Sprintf("configSources:\n- address: xds://%s\n", m.d.XDSAddr()))
 	cc := xdsClientTo(t, ist.grpcAddr, "client")
 	ctx := context.Background()

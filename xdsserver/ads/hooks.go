@@ -7,6 +7,7 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // Hooks are the server's connection hooks, where controllers beside the
@@ -34,6 +35,12 @@ type Hooks struct {
 	// generate (Istio's "istio.io/health", say), SotW or Delta. Such a
 	// request is neither answered nor NACKed.
 	OnReport func(p *model.Proxy, r Report)
+	// Authorize is asked before an uncached type (SDS, Istio config over
+	// MCP) is generated for proxy p: an error means p may not read t and
+	// gets nothing of it; the refusal is logged once per connection and
+	// type and counted, with its reason when the error is Reasoned
+	// (authz.go). Nil: every proxy may read every type.
+	Authorize func(p *model.Proxy, t *xdstype.Type) error
 }
 
 // Report is a request of a type the server does not generate.

@@ -116,6 +116,7 @@ func New(snaps Snapshots, opts Options) *Server {
 	if opts.Types == nil {
 		opts.Types = xdstype.All
 	}
+	opts = guard(opts) // authz.go
 	flowDefaults(&opts)
 	s := &Server{
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},

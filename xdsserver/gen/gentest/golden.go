@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
@@ -27,6 +29,11 @@ type ProxySpec struct {
 		Zone    string `json:"zone"`
 		SubZone string `json:"subzone"`
 	} `json:"locality"`
+	// Identity is the proxy's authenticated identity,
+	// "NAMESPACE/SERVICE_ACCOUNT" (trust domain cluster.local), as the TLS
+	// port would prove it; empty for an unauthenticated (plaintext)
+	// proxy. A gateway needs one to be served credentials over SDS.
+	Identity string `json:"identity"`
 	// Names per type ("lds", "cds", "rds", "eds") to ask for; RDS and EDS
 	// default to what LDS and CDS refer to.
 	Names map[string][]string `json:"names"`
@@ -67,6 +74,13 @@ func (s ProxySpec) Proxy(t testing.TB) *gen.Proxy {
 	p, err := gen.ParseNode(n)
 	if err != nil {
 		t.Fatalf("proxy %s: %v", s.Name, err)
+	}
+	if s.Identity != "" {
+		ns, sa, ok := strings.Cut(s.Identity, "/")
+		if !ok {
+			t.Fatalf("proxy %s: identity %q is not NAMESPACE/SERVICE_ACCOUNT", s.Name, s.Identity)
+		}
+		p.Identity = &model.Identity{TrustDomain: "cluster.local", Namespace: ns, ServiceAccount: sa, Method: "test"}
 	}
 	return p
 }

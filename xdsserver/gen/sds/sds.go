@@ -1,9 +1,15 @@
 // Package sds generates SDS secrets: the TLS credentials a Gateway
 // server names in tls.credentialName, as Istio's gateways read them
 // ("kubernetes://NAME" for the certificate and key, "NAME-cacert" for
-// the CA bundle of a MUTUAL server). A proxy gets only credentials of
-// its own namespace (its authenticated identity's when it has one), and
-// only by name: a wildcard request gets nothing.
+// the CA bundle of a MUTUAL server). A secret carries a private key, so,
+// as istiod (which serves SDS only to a VerifiedIdentity), a proxy gets
+// credentials only when it authenticated on the TLS port (p.Identity),
+// only those of its identity's namespace (Authorize), and only by name:
+// a wildcard request gets nothing. A plaintext stream gets nothing at
+// all, whatever node it claims.
+//
+// The output depends on the proxy's identity; SDS is not cached
+// (xdstype.Secret); a cache key for it would have to hold the identity.
 //
 // It imports core and xdsserver/gen, never the serving packages.
 package sds
@@ -27,11 +33,38 @@ func Namespace(p *gen.Proxy) string {
 	return p.Namespace
 }
 
+// Refusal is why a proxy may not read credentials: Reason is a short
+// label for metrics (unauthenticated, namespace_mismatch).
+type Refusal struct{ reason, detail string }
+
+func (r *Refusal) Error() string  { return r.detail }
+func (r *Refusal) Reason() string { return r.reason }
+
+// Authorize says whether proxy p may read gateway credentials: only with
+// an authenticated identity (the TLS port), and only its identity's
+// namespace's, so the node it claims must be in that namespace too (the
+// xDS connect hook already refuses a node outside it). Generate serves
+// nothing to a proxy Authorize refuses; the serving edge calls it to
+// log and count the refusal.
+func Authorize(p *gen.Proxy) error {
+	if p.Identity == nil {
+		return &Refusal{"unauthenticated", "proxy " + p.ID + " is not authenticated: gateway credentials are served only on the TLS port, to a proxy with a certificate or token of their namespace"}
+	}
+	if p.Identity.Namespace == "" || p.Identity.Namespace != p.Namespace {
+		return &Refusal{"namespace_mismatch", "proxy " + p.ID + " in namespace " + p.Namespace + " is authenticated as " + p.Identity.SPIFFEID() + ": credentials are served only to their namespace's identities"}
+	}
+	return nil
+}
+
 // Generate returns the requested secrets that exist, are for the proxy's
-// namespace and can be served; others are left out (the gateway's LDS
-// leaves out the servers that name them, and /debug/configz says why).
+// identity's namespace and can be served; others are left out (the
+// gateway's LDS leaves out the servers that name them, and
+// /debug/configz says why). A proxy Authorize refuses gets nothing.
 func Generate(in gen.Input) ([]gen.Resource, error) {
-	ns := Namespace(in.Proxy)
+	if Authorize(in.Proxy) != nil {
+		return nil, nil
+	}
+	ns := in.Proxy.Identity.Namespace
 	var out []gen.Resource
 	for _, name := range in.Names {
 		if s := secret(in.Push.Credentials, ns, name); s != nil {
