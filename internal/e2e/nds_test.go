@@ -3,7 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,11 +149,16 @@ func TestNameTablePushes(t *testing.T) {
 		t.Fatalf("want EDS, got %s", r.GetTypeUrl())
 	}
 
-	// web.mesh's endpoint moves: EDS is pushed, the table is not (it
-	// would come right after the EDS response, before the next change's).
+	// web.mesh's endpoint moves: EDS is pushed, the table is neither
+	// generated nor pushed (it would come right after the EDS response,
+	// before the next change's).
+	gens := generations(t, m, "nds")
 	m.write("web-we.yaml", weYAML("web", "10.1.0.2"))
 	if r := n.recv(); r.GetTypeUrl() != edsType {
 		t.Fatalf("after web's endpoint change: want EDS, got %s", r.GetTypeUrl())
+	}
+	if g := generations(t, m, "nds"); g != gens {
+		t.Fatalf("web's endpoint change generated the table %d times", g-gens)
 	}
 	m.write("db-we.yaml", weYAML("db", "10.2.0.2"))
 	tb = tableOf(t, n.recv())
@@ -218,4 +227,30 @@ func TestNameTableDelta(t *testing.T) {
 	if tb := recv(); !slices.Equal(tb["db.mesh"].IPs, []string{"10.2.0.3"}) {
 		t.Fatalf("after db's endpoint change: %v", tb)
 	}
+}
+
+// generations reads how many times type short was generated, from
+// baremesh_xds_generate_seconds_count on /metrics.
+func generations(t *testing.T, m *mesh, short string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + m.d.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := `baremesh_xds_generate_seconds_count{type="` + short + `"} `
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			return n
+		}
+	}
+	return 0
 }

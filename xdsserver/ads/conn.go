@@ -249,6 +249,9 @@ func (c *conn) onPush() error {
 		if !req.Full && !t.Endpoints {
 			continue
 		}
+		if !req.Full && t.EndpointsMatter != nil && !t.EndpointsMatter(c.s.snaps.Current(), c.proxy, req.Endpoints) {
+			continue // none of the changed endpoints can alter t
+		}
 		c.mu.Lock()
 		w := c.subs[t.URL]
 		// Only the clusters of the services that changed can have new

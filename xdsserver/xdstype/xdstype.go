@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/cds"
 	"github.com/baremesh/baremesh/xdsserver/gen/eds"
@@ -55,6 +57,11 @@ type Type struct {
 	// Endpoints: an endpoint-only push regenerates this type, narrowed to
 	// the clusters of the services whose endpoints changed.
 	Endpoints bool
+	// EndpointsMatter, when set on an Endpoints type, says whether an
+	// endpoint-only change of the changed services can alter the type
+	// for proxy p on snapshot pc; nil means it can. It must be cheap: it
+	// runs per proxy and push.
+	EndpointsMatter func(pc *push.PushContext, p *gen.Proxy, changed map[model.ServiceKey]bool) bool
 	// Affects says which config kinds can change this type, and for which
 	// proxies. Services (ServiceEntry, WorkloadEntry, by req.Services)
 	// affect every type of a proxy that sees them; a kind no type lists
@@ -152,12 +159,13 @@ var Secret = &Type{
 // the proxy's Sidecar scope, IP families, network and auto-allocation
 // flag, and on the endpoints of headless services, more than a shape key
 // holds; it is cheap to build. Services and Sidecars change it; so may
-// an endpoint push (a headless service's IPs): it is regenerated then,
-// and sent only when its bytes changed, so an endpoint change that moves
-// no address of the table pushes nothing.
+// an endpoint push of a headless service (its IPs are in the table): it
+// is regenerated only for those, and sent only when its bytes changed,
+// so an endpoint change that moves no address of the table pushes
+// nothing.
 var NameTable = &Type{
 	URL: nds.TypeURL, Short: "nds", Generate: nds.Generate, Cache: NoCache, Order: 5,
-	Wildcard: true, Endpoints: true, Affects: map[config.Kind]Reach{config.Sidecar: Scoped},
+	Wildcard: true, Endpoints: true, EndpointsMatter: nds.EndpointsMatter, Affects: map[config.Kind]Reach{config.Sidecar: Scoped},
 }
 
 // All is every type baremesh serves, in push order. It must not be

@@ -129,7 +129,7 @@ func addresses(pc *push.PushContext, s *model.Service, p *gen.Proxy, fam familie
 			return out
 		}
 	}
-	if s.Resolution != model.Passthrough || len(s.Ports) == 0 {
+	if !headless(s) {
 		return nil
 	}
 	// Headless: the endpoints' IPs, each once, healthy and in the
@@ -146,6 +146,27 @@ func addresses(pc *push.PushContext, s *model.Service, p *gen.Proxy, fam familie
 		out = append(out, e.Address)
 	}
 	return out
+}
+
+// EndpointsMatter reports whether an endpoint-only change of the
+// changed services can alter a name table: only if one of them is
+// headless (its endpoints' IPs are in the table) or gone from pc. It
+// does not judge visibility: that would cost a scope per proxy and push.
+func EndpointsMatter(pc *push.PushContext, _ *gen.Proxy, changed map[model.ServiceKey]bool) bool {
+	if pc == nil {
+		return true
+	}
+	for k := range changed {
+		if s := pc.Service(k.Hostname, k.Namespace); s == nil || headless(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// headless reports whether s resolves to its endpoints' IPs.
+func headless(s *model.Service) bool {
+	return s.Resolution == model.Passthrough && len(s.Addresses) == 0 && len(s.Ports) > 0
 }
 
 // hostIP reads a declared ServiceEntry address: an IP, or a CIDR that

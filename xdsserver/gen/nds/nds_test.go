@@ -341,3 +341,24 @@ func TestEncodingMatchesProto(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointsMatter: only endpoint changes of headless services (or of
+// a service no longer there) can change a table.
+func TestEndpointsMatter(t *testing.T) {
+	pc := snapshot(t)
+	p := gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local"}.Proxy(t)
+	for _, tc := range []struct {
+		svc  model.ServiceKey
+		want bool
+	}{
+		{model.ServiceKey{Hostname: "db.example.internal", Namespace: "app"}, false},
+		{model.ServiceKey{Hostname: "reviews.bookinfo.svc.cluster.local", Namespace: "bookinfo"}, false},
+		{model.ServiceKey{Hostname: "vms.app.mesh", Namespace: "app"}, true},
+		{model.ServiceKey{Hostname: "mysql.bookinfo.svc.cluster.local", Namespace: "bookinfo"}, true},
+		{model.ServiceKey{Hostname: "gone.mesh", Namespace: "app"}, true},
+	} {
+		if got := nds.EndpointsMatter(pc, p, map[model.ServiceKey]bool{tc.svc: true}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.svc, got, tc.want)
+		}
+	}
+}
