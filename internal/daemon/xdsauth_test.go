@@ -33,3 +33,24 @@ func TestPlaintextXDSLoopbackOnly(t *testing.T) {
 		t.Fatalf("Validate with allowRemotePlaintextXDS: %v", err)
 	}
 }
+
+// TestDebugHTTPLoopbackOnly (issue #24): the /debug pages show the whole
+// config and every proxy's, so a non-loopback httpAddr is refused
+// (naming the setting) unless allowRemoteHTTP is set.
+func TestDebugHTTPLoopbackOnly(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:0": true, "[::1]:0": true, "localhost:0": true, ":15014": false, "0.0.0.0:15014": false, "10.0.0.1:15014": false} {
+		cfg := identityConfig(t)
+		cfg.HTTPAddr = addr
+		err := cfg.Validate()
+		if (err == nil) != ok {
+			t.Errorf("%s: %v", addr, err)
+		}
+		if !ok && !strings.Contains(err.Error(), "allowRemoteHTTP") {
+			t.Errorf("%s: error does not name the setting: %v", addr, err)
+		}
+		cfg.AllowRemoteHTTP = true
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s with allowRemoteHTTP: %v", addr, err)
+		}
+	}
+}

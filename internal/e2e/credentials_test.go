@@ -320,7 +320,8 @@ func secrets(t *testing.T, r *discovery.DiscoveryResponse) map[string]*tlsv3.Sec
 // plaintext xdsAddr claiming the ingress gateway's node gets its
 // listeners but not one secret; a gateway of namespace shop on the TLS
 // port gets shop's credential and not istio-system's; a shop identity
-// claiming istio-system's node is refused at connect, naming both. Each
+// claiming istio-system's node, or another service account, is refused
+// at connect, naming both (identity.CheckNode). Each
 // refusal is counted once in baremesh_xds_reads_refused_total.
 func TestGatewaySecretsNeedIdentity(t *testing.T) {
 	ca := newTestCA(t)
@@ -370,6 +371,15 @@ func TestGatewaySecretsNeedIdentity(t *testing.T) {
 	_, err = liar.recv(xdstype.Secret.URL)
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "istio-system") || !strings.Contains(err.Error(), "spiffe://cluster.local/ns/shop/sa/shop-gw") {
 		t.Fatalf("shop's identity claiming istio-system's node: %v, want PermissionDenied naming both", err)
+	}
+
+	// Shop's identity claiming another service account (SERVICE_ACCOUNT).
+	liar = newGatewayClient(t, m, stateDir, "shop", "shop-gw", "router~10.9.0.2~shop-gw-1.shop~shop.svc.cluster.local")
+	liar.node.Metadata.Fields["SERVICE_ACCOUNT"] = structpb.NewStringValue("shop-admin")
+	liar.send(xdstype.Secret.URL, "", "", all...)
+	_, err = liar.recv(xdstype.Secret.URL)
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `"shop-admin"`) || !strings.Contains(err.Error(), "spiffe://cluster.local/ns/shop/sa/shop-gw") {
+		t.Fatalf("shop-gw claiming SERVICE_ACCOUNT shop-admin: %v, want PermissionDenied naming both", err)
 	}
 
 	_, metrics := httpGet(t, "http://"+m.d.HTTPAddr()+"/metrics")
