@@ -69,6 +69,9 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		return nil
 	}
 	log := d.log.With("component", "ca")
+	if err := identity.CheckStateDir(d.cfg.StateDir); err != nil {
+		return err
+	}
 	authority, err := identity.LoadCA(identity.CAOptions{Dir: d.cfg.CADir(), Plugged: d.cfg.CACertsDir != "", Organization: mesh.GetTrustDomain()})
 	if err != nil {
 		return err
@@ -129,6 +132,9 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 func checkCA(cfg Config) error {
 	if cfg.TLSAddr == "" {
 		return nil
+	}
+	if err := identity.CheckStateDir(cfg.StateDir); err != nil {
+		return err
 	}
 	if cfg.CACertsDir == "" {
 		if _, err := os.Stat(filepath.Join(cfg.CADir(), identity.CACertFile)); errors.Is(err, fs.ErrNotExist) {
