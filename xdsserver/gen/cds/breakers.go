@@ -16,9 +16,10 @@ import (
 // requests, 3 parallel retries) trip during endpoint churn and give
 // 503s. istiod sets them on every Envoy cluster it gives a connection
 // pool to (outbound, inbound, PassthroughCluster and
-// InboundPassthroughCluster; not BlackHoleCluster), with track_remaining
-// on, and a DestinationRule's connectionPool replaces only the limits it
-// sets.
+// InboundPassthroughCluster; not BlackHoleCluster), and a
+// DestinationRule's connectionPool replaces only the limits it sets.
+// track_remaining stays off: istiod's DISABLE_TRACK_REMAINING_CB_METRICS
+// defaults to true (the parity run against istiod shows it absent).
 //
 // Both are shared by every cluster without limits of its own and must
 // never be altered.
@@ -26,7 +27,6 @@ var (
 	unlimited              = wrapperspb.UInt32(math.MaxUint32)
 	defaultCircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
 		MaxConnections: unlimited, MaxPendingRequests: unlimited, MaxRequests: unlimited, MaxRetries: unlimited,
-		TrackRemaining: true,
 	}}}
 )
 
@@ -48,7 +48,6 @@ func circuitBreakers(cp *networking.ConnectionPoolSettings, proxyless bool) *clu
 	th := &clusterv3.CircuitBreakers_Thresholds{
 		MaxConnections: limit(t.GetMaxConnections()), MaxPendingRequests: limit(h.GetHttp1MaxPendingRequests()),
 		MaxRequests: limit(h.GetHttp2MaxRequests()), MaxRetries: limit(h.GetMaxRetries()),
-		TrackRemaining: true,
 	}
 	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{th}}
 }

@@ -88,7 +88,7 @@ spec:
 	}
 	const max = math.MaxUint32
 	type limits struct{ conns, pending, requests, retries uint32 }
-	check := func(t *testing.T, c *clusterv3.Cluster, want *limits, track bool) {
+	check := func(t *testing.T, c *clusterv3.Cluster, want *limits) {
 		t.Helper()
 		ths := c.GetCircuitBreakers().GetThresholds()
 		if want == nil {
@@ -103,8 +103,8 @@ spec:
 		}
 		th := ths[0]
 		got := limits{th.GetMaxConnections().GetValue(), th.GetMaxPendingRequests().GetValue(), th.GetMaxRequests().GetValue(), th.GetMaxRetries().GetValue()}
-		if got != *want || th.GetPriority() != corev3.RoutingPriority_DEFAULT || th.GetTrackRemaining() != track {
-			t.Errorf("%s: thresholds %v, want %+v track_remaining %v", c.GetName(), th, *want, track)
+		if got != *want || th.GetPriority() != corev3.RoutingPriority_DEFAULT || th.GetTrackRemaining() {
+			t.Errorf("%s: thresholds %v, want %+v, track_remaining off", c.GetName(), th, *want)
 		}
 	}
 	t.Run("sidecar", func(t *testing.T) {
@@ -125,13 +125,13 @@ spec:
 				t.Errorf("no cluster %s (have %d)", name, len(cs))
 				continue
 			}
-			check(t, c, want, true)
+			check(t, c, want)
 		}
 	})
 	t.Run("proxyless", func(t *testing.T) {
 		md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
 		cs := generate(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", Metadata: md})
-		check(t, cs["outbound|80||a.ns.svc.cluster.local"], &limits{requests: 9}, false)
-		check(t, cs["outbound|443||dns.example.com"], nil, false)
+		check(t, cs["outbound|80||a.ns.svc.cluster.local"], &limits{requests: 9})
+		check(t, cs["outbound|443||dns.example.com"], nil)
 	})
 }

@@ -42,7 +42,13 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 			b.service(svc, p)
 		}
 	}
-	if !in.Proxy.Proxyless {
+	switch {
+	case in.Proxy.Proxyless:
+	case in.Proxy.Type == gen.Router:
+		// A gateway has no capture and no passthrough: BlackHoleCluster
+		// only, as istiod's BuildClusters gives a router.
+		b.add(blackhole())
+	default:
 		b.add(passthrough(), blackhole(), inboundPassthrough(in.Proxy))
 		if in.Proxy.Type == gen.SidecarProxy {
 			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
