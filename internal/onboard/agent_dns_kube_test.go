@@ -21,7 +21,8 @@ import (
 // its cluster.env says) answers a Kubernetes Service by its full name and
 // by the short forms a pod's search domains produce (reviews,
 // reviews.bookinfo, reviews.bookinfo.svc) with its cluster IP, and a
-// headless Service with its ready pods' IPs (the unready one left out).
+// headless Service with its ready pods' IPs (the unready one left out,
+// then in once it turns ready: an endpoint-only change).
 func TestPilotAgentDNSKubernetesNames(t *testing.T) {
 	bins := istioBins(t)
 	kc := kubetest.Start(t, true)
@@ -42,7 +43,7 @@ func TestPilotAgentDNSKubernetesNames(t *testing.T) {
 	}, metav1.CreateOptions{})
 	must(t, err)
 	ready, unready, port, name := true, false, int32(3306), "tcp"
-	_, err = kc.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
+	slice, err := kc.Client.DiscoveryV1().EndpointSlices(ns).Create(ctx, &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "mysql-1", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "mysql"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{
@@ -72,5 +73,17 @@ func TestPilotAgentDNSKubernetesNames(t *testing.T) {
 			t.Errorf("%s (headless): %v, want %v", q, got, want)
 		}
 	}
+
+	// The unready pod turns ready: an endpoint change of a headless
+	// Service pushes the table, and the agent answers with three IPs.
+	slice.Endpoints[1].Conditions.Ready = &ready
+	written := time.Now()
+	_, err = kc.Client.DiscoveryV1().EndpointSlices(ns).Update(ctx, slice, metav1.UpdateOptions{})
+	must(t, err)
+	want = []string{"10.244.0.5", "10.244.0.6", "10.244.0.7"}
+	testkit.EventuallyWithin(t, 30*time.Second, "the agent answers mysql with the pod that turned ready", func() bool {
+		return slices.Equal(v.ns.lookup(t, "mysql.bookinfo.svc.cluster.local."), want)
+	})
+	t.Logf("EndpointSlice update to the agent's new answer: %v", time.Since(written).Round(time.Millisecond))
 	v.agent.stop()
 }

@@ -12,14 +12,17 @@
 //     cluster IPs of the proxy's IP families), or the addresses allocated
 //     to it when the proxy asks for them (DNS_CAPTURE and
 //     DNS_AUTO_ALLOCATE: IPv4, IPv6, or both for a dual-stack proxy);
-//   - a service without addresses whose resolution is NONE and that has
-//     ports (a headless Kubernetes Service, a ServiceEntry with
-//     resolution NONE) gets its healthy endpoints' IPs in the proxy's
-//     network, as Kubernetes DNS answers for a headless Service;
+//   - a headless Kubernetes Service (with ports) gets its ready
+//     endpoints' IPs in the proxy's network, as Kubernetes DNS answers;
 //   - any other service without an address is left out (a DNS
 //     ServiceEntry without addresses for a proxy that does not ask for
 //     allocated ones, a wildcard host without addresses, an ExternalName
-//     Service): the agent forwards those names upstream;
+//     Service, a resolution NONE ServiceEntry without addresses): the
+//     agent forwards those names upstream. istiod's builder would list a
+//     NONE ServiceEntry's endpoints too, but it takes only endpoints whose
+//     health status is Healthy, and it gives a ServiceEntry's endpoints
+//     (inline or WorkloadEntries) none, so they never are: checked
+//     against a real istiod (internal/e2e TestNameTableAgainstIstiod);
 //   - a Kubernetes Service's entry carries Registry "Kubernetes", its
 //     name and namespace, from which the agent also answers "name",
 //     "name.namespace" and "name.namespace.svc" (the search-domain
@@ -164,9 +167,10 @@ func EndpointsMatter(pc *push.PushContext, _ *gen.Proxy, changed map[model.Servi
 	return false
 }
 
-// headless reports whether s resolves to its endpoints' IPs.
+// headless reports whether s resolves to its endpoints' IPs: a
+// headless Kubernetes Service with ports.
 func headless(s *model.Service) bool {
-	return s.Resolution == model.Passthrough && len(s.Addresses) == 0 && len(s.Ports) > 0
+	return s.Source.Kind == model.KindKubeService && s.Resolution == model.Passthrough && len(s.Addresses) == 0 && len(s.Ports) > 0
 }
 
 // hostIP reads a declared ServiceEntry address: an IP, or a CIDR that

@@ -173,7 +173,6 @@ func TestNameTable(t *testing.T) {
 	common := nds.Table{
 		"db.example.internal":                   ext("10.9.0.1", "10.9.0.2", "2001:db8::9"),
 		"*.addr.example.com":                    ext("10.9.1.1"),
-		"vms.app.mesh":                          ext("10.2.0.1", "10.2.0.2", "10.2.0.3"),
 		"shared.mesh":                           ext("10.9.3.1", "10.9.3.2"),
 		"reviews.bookinfo.svc.cluster.local":    kube("bookinfo", "reviews", "10.96.0.10"),
 		"mysql.bookinfo.svc.cluster.local":      kube("bookinfo", "mysql", "10.244.0.5", "10.244.0.7", "10.250.0.1"),
@@ -217,8 +216,7 @@ func TestNameTable(t *testing.T) {
 		// any network, as in istiod).
 		{"network near: no headless endpoint of another network", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local",
 			Metadata: map[string]string{"DNS_CAPTURE": "true", "NETWORK": "near"}},
-			with(common, nds.Table{"mysql.bookinfo.svc.cluster.local": kube("bookinfo", "mysql", "10.244.0.5", "10.244.0.7"),
-				"vms.app.mesh": ext("10.2.0.1", "10.2.0.2")})},
+			with(common, nds.Table{"mysql.bookinfo.svc.cluster.local": kube("bookinfo", "mysql", "10.244.0.5", "10.244.0.7")})},
 		{"namespace other sees its private host", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.other~other.svc.cluster.local"},
 			with(common, nds.Table{"private.other.mesh": ext("10.9.2.1")})},
 		{"Sidecar egress scope", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.scoped~scoped.svc.cluster.local"},
@@ -342,8 +340,8 @@ func TestEncodingMatchesProto(t *testing.T) {
 	}
 }
 
-// TestEndpointsMatter: only endpoint changes of headless services (or of
-// a service no longer there) can change a table.
+// TestEndpointsMatter: only endpoint changes of headless Kubernetes
+// Services (or of a service no longer there) can change a table.
 func TestEndpointsMatter(t *testing.T) {
 	pc := snapshot(t)
 	p := gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local"}.Proxy(t)
@@ -353,7 +351,7 @@ func TestEndpointsMatter(t *testing.T) {
 	}{
 		{model.ServiceKey{Hostname: "db.example.internal", Namespace: "app"}, false},
 		{model.ServiceKey{Hostname: "reviews.bookinfo.svc.cluster.local", Namespace: "bookinfo"}, false},
-		{model.ServiceKey{Hostname: "vms.app.mesh", Namespace: "app"}, true},
+		{model.ServiceKey{Hostname: "vms.app.mesh", Namespace: "app"}, false},
 		{model.ServiceKey{Hostname: "mysql.bookinfo.svc.cluster.local", Namespace: "bookinfo"}, true},
 		{model.ServiceKey{Hostname: "gone.mesh", Namespace: "app"}, true},
 	} {
