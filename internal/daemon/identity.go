@@ -48,6 +48,9 @@ func DefaultTLSSANs() []string {
 	return sans
 }
 
+// maxTLSHeaderBytes bounds a call's headers on the TLS port.
+const maxTLSHeaderBytes = 64 << 10
+
 // identityParts is the CA, its authenticator and the TLS gRPC server the
 // CA service runs on (authenticated xDS will be registered on the same
 // server once the xDS server has its authenticator seam).
@@ -58,8 +61,11 @@ type identityParts struct {
 	// (for the xDS server's Authenticate hook, not wired yet).
 	xdsAuthn identity.Authenticator
 	srv      *ca.Server
-	grpc     *grpc.Server
-	lis      net.Listener
+	// peers are the TLS port's per-peer limits (failed
+	// authentications, CSR rate), shared by the CA and xDS.
+	peers *ca.Peers
+	grpc  *grpc.Server
+	lis   net.Listener
 }
 
 // setupIdentity loads (or on first start creates) the CA and opens the TLS
@@ -103,9 +109,10 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		p.authn = append(p.authn.(identity.Chain), kr)
 		p.xdsAuthn = append(p.xdsAuthn.(identity.Chain), kr)
 	}
+	p.peers = ca.NewPeers(ca.Limits{}, log, d.reg)
 	p.srv = ca.New(ca.Options{CA: authority, Authenticator: p.authn, TrustDomain: trustDomain,
 		DefaultTTL: d.cfg.WorkloadCertTTL.Duration, MaxTTL: d.cfg.MaxWorkloadCertTTL.Duration,
-		Logger: log, Registerer: d.reg})
+		Logger: log, Registerer: d.reg, PreAuthenticator: p.xdsAuthn, Peers: p.peers})
 	sans := d.cfg.TLSSANs
 	if len(sans) == 0 {
 		sans = DefaultTLSSANs()
@@ -117,7 +124,11 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	if p.lis, err = net.Listen("tcp", d.cfg.TLSAddr); err != nil {
 		return fmt.Errorf("tls listener: %w", err)
 	}
-	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(ca.ServerCredentials(tlsCfg)))...)
+	// Both services on this port check the caller before they read a
+	// message (the CA's stream handler, the xDS Authenticate hook), so
+	// an unauthenticated caller costs no message buffer; its headers are
+	// bounded here (a bearer token is a few KB; gRPC's default is 16 MB).
+	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(ca.ServerCredentials(tlsCfg)), grpc.MaxHeaderListSize(maxTLSHeaderBytes))...)
 	p.srv.Register(p.grpc)
 	d.xds.Register(p.grpc) // authenticated xDS beside the CA (xdsauth.go)
 	d.Handle("/debug/certz", p.srv.CertzHandler())

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -83,11 +84,15 @@ func (d *Daemon) authenticateXDS(ctx context.Context) (*model.Identity, error) {
 	if _, tls := pr.AuthInfo.(credentials.TLSInfo); !tls {
 		return nil, nil
 	}
+	if until, ok := d.id.peers.Throttled(pr.Addr.String()); ok {
+		return nil, status.Errorf(codes.ResourceExhausted, "throttled: peer throttled until %s after repeated failed authentications", until.UTC().Format(time.RFC3339))
+	}
 	c, err := d.id.xdsAuthn.Authenticate(ctx, ca.CredentialsFromContext(ctx))
 	if err != nil {
 		if !identity.IsAuthError(err) {
 			return nil, status.Errorf(codes.Unavailable, "authentication: %v", err)
 		}
+		d.id.peers.Failed(pr.Addr.String(), identity.Reason(err))
 		d.log.Info("xDS stream refused", "peer", pr.Addr, "reason", identity.Reason(err), "err", err)
 		return nil, status.Errorf(codes.Unauthenticated, "%s: %v", identity.Reason(err), err)
 	}

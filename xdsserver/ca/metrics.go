@@ -16,7 +16,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		}, []string{"method"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "baremesh_ca_requests_refused_total",
-			Help: "Certificate requests refused, by reason (token_expired, token_revoked, token_used_up, token_bad_secret, token_unknown, token_malformed, cert_untrusted, cert_expired, no_credentials, identity_mismatch, kube_token_invalid, kube_token_audience, kube_token_not_sa, kube_cluster_unknown, kube_review_failed, csr_*...).",
+			Help: "Certificate requests refused, by reason (token_expired, token_revoked, token_used_up, token_bad_secret, token_unknown, token_malformed, cert_untrusted, cert_expired, no_credentials, identity_mismatch, kube_token_invalid, kube_token_audience, kube_token_not_sa, kube_cluster_unknown, kube_review_failed, csr_*, throttled (a peer throttled for failed authentications), rate_limited (a peer over its CSR rate)...).",
 		}, []string{"reason"}),
 		tokenUses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "baremesh_ca_token_uses_total",

@@ -12,6 +12,7 @@ package ca
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -39,6 +40,15 @@ type Options struct {
 	Registerer         prometheus.Registerer
 	// CertzSize is how many issued certificates /debug/certz keeps (1000).
 	CertzSize int
+	// PreAuthenticator checks the caller before its request is read
+	// (it must not spend a join token: identity.TokenAuthenticator with
+	// NoSpend); nil reads first. An unauthenticated caller so costs the
+	// port no message buffer, however large the message it announces.
+	PreAuthenticator identity.Authenticator
+	// Peers keeps per-peer limits (failed authentications, CSR rate),
+	// shared with the xDS server on the same port; nil makes one with
+	// the default Limits.
+	Peers *Peers
 }
 
 // Server implements IstioCertificateServiceServer. Safe for concurrent use.
@@ -66,12 +76,66 @@ func New(opts Options) *Server {
 	if opts.CertzSize <= 0 {
 		opts.CertzSize = 1000
 	}
+	if opts.Peers == nil {
+		opts.Peers = NewPeers(Limits{}, opts.Logger, opts.Registerer)
+	}
 	return &Server{opts: opts, log: opts.Logger, metrics: newMetrics(opts.Registerer), certz: newCertz(opts.CertzSize)}
 }
 
 // Register adds the service to a gRPC server (the TLS one: a bearer token
-// must not travel in plaintext).
-func (s *Server) Register(g *grpc.Server) { pb.RegisterIstioCertificateServiceServer(g, s) }
+// must not travel in plaintext). CreateCertificate is registered as a
+// stream handler, which gRPC calls before it reads the request (a unary
+// handler gets the request read, up to the server's message limit,
+// before it runs): the caller is checked first (create). On the wire it
+// is the same unary call.
+func (s *Server) Register(g *grpc.Server) {
+	desc := pb.IstioCertificateService_ServiceDesc
+	desc.Methods = nil
+	desc.Streams = []grpc.StreamDesc{{StreamName: "CreateCertificate", Handler: func(_ any, st grpc.ServerStream) error { return s.create(st) }}}
+	g.RegisterService(&desc, s)
+}
+
+// create serves one CreateCertificate call: a throttled peer, a caller
+// PreAuthenticator refuses and a peer over its CSR rate are refused
+// before the request is read; then CreateCertificate.
+func (s *Server) create(st grpc.ServerStream) error {
+	ctx := st.Context()
+	creds := CredentialsFromContext(ctx)
+	log := s.log.With("peer", creds.Peer)
+	if until, ok := s.opts.Peers.Throttled(creds.Peer); ok {
+		return s.refuseReason(log, codes.ResourceExhausted, "throttled",
+			fmt.Errorf("peer throttled until %s after repeated failed authentications", until.UTC().Format(time.RFC3339)))
+	}
+	if s.opts.PreAuthenticator != nil {
+		if _, err := s.opts.PreAuthenticator.Authenticate(ctx, creds); err != nil {
+			return s.authFailed(log, creds, err)
+		}
+	}
+	if !s.opts.Peers.AllowCSR(creds.Peer) {
+		return s.refuseReason(log, codes.ResourceExhausted, "rate_limited", errors.New("too many certificate requests from this peer; retry later"))
+	}
+	req := &pb.IstioCertificateRequest{}
+	if err := st.RecvMsg(req); err != nil {
+		return err
+	}
+	resp, err := s.CreateCertificate(ctx, req)
+	if err != nil {
+		return err
+	}
+	return st.SendMsg(resp)
+}
+
+// authFailed refuses a caller that failed authentication and counts the
+// failure against its peer (not when the failure was ours: Unavailable).
+func (s *Server) authFailed(log *slog.Logger, creds identity.Credentials, err error) error {
+	code := codes.Unauthenticated
+	if identity.Retryable(err) {
+		code = codes.Unavailable
+	} else {
+		s.opts.Peers.Failed(creds.Peer, identity.Reason(err))
+	}
+	return s.refuse(log, code, fmt.Errorf("authentication failed: %w", err))
+}
 
 // CreateCertificate implements IstioCertificateServiceServer. The CSR is
 // checked before the caller is authenticated, so a malformed request never
@@ -85,11 +149,7 @@ func (s *Server) CreateCertificate(ctx context.Context, req *pb.IstioCertificate
 	}
 	caller, err := s.opts.Authenticator.Authenticate(ctx, creds)
 	if err != nil {
-		code := codes.Unauthenticated
-		if identity.Retryable(err) {
-			code = codes.Unavailable
-		}
-		return nil, s.refuse(log, code, fmt.Errorf("authentication failed: %w", err))
+		return nil, s.authFailed(log, creds, err)
 	}
 	if caller.Method == identity.MethodToken {
 		s.metrics.tokenUses.Inc()
@@ -122,7 +182,11 @@ func (s *Server) CreateCertificate(ctx context.Context, req *pb.IstioCertificate
 
 // refuse logs and counts a refusal and returns the gRPC status for it.
 func (s *Server) refuse(log *slog.Logger, code codes.Code, err error) error {
-	reason := identity.Reason(err)
+	return s.refuseReason(log, code, identity.Reason(err), err)
+}
+
+// refuseReason is refuse with a reason of its own.
+func (s *Server) refuseReason(log *slog.Logger, code codes.Code, reason string, err error) error {
 	s.metrics.refused.WithLabelValues(reason).Inc()
 	log.Warn("certificate request refused", "reason", reason, "err", err)
 	return status.Errorf(code, "%s: %v", reason, err)
