@@ -261,7 +261,7 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 		// An endpoint push: the changed ServiceEntries and
 		// WorkloadEntries are re-indexed at once (see Reindex), so MCP
 		// subscribers get them with their endpoints.
-		pc = pc.Reindex(p.store, changed.Kinds, time.Now())
+		pc = pc.Reindex(p.store, req.Configs, time.Now())
 		p.current.Store(pc)
 	}
 	for _, l := range p.listeners {
