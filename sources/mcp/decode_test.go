@@ -4,9 +4,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	mcpapi "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -17,7 +19,8 @@ import (
 func TestDecodeWireForms(t *testing.T) {
 	spec := se("a.example.com", 80)
 	body, _ := anypb.New(spec)
-	wrappedAny, _ := anypb.New(&mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: "ns1/a", Labels: map[string]string{"app": "a"}, Annotations: map[string]string{"x": "y"}, Version: "7"}, Body: body})
+	created := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	wrappedAny, _ := anypb.New(&mcpapi.Resource{Metadata: &mcpapi.Metadata{Name: "ns1/a", Labels: map[string]string{"app": "a"}, Annotations: map[string]string{"x": "y"}, Version: "7", CreateTime: timestamppb.New(created)}, Body: body})
 	envoyWrapped, _ := anypb.New(&discovery.Resource{Name: "ns1/a", Resource: body})
 	envoyMCP, _ := anypb.New(&discovery.Resource{Name: "ignored/x", Resource: wrappedAny})
 	vsBody, _ := anypb.New(&networking.VirtualService{Hosts: []string{"a"}})
@@ -55,7 +58,7 @@ func TestDecodeWireForms(t *testing.T) {
 			if c.Key() != (config.Key{Kind: config.ServiceEntry, Namespace: "ns1", Name: "a"}) || name != "ns1/a" || c.GVK.Version != tc.wantVersion || c.Source.Name != "mcp:t" {
 				t.Fatalf("got %v %q %v %v", c.Key(), name, c.GVK, c.Source)
 			}
-			if tc.wantLabels && (c.Labels["app"] != "a" || c.Annotations["x"] != "y" || c.ResourceVersion != "7") {
+			if tc.wantLabels && (c.Labels["app"] != "a" || c.Annotations["x"] != "y" || c.ResourceVersion != "7" || !c.CreationTime.Equal(created)) {
 				t.Fatalf("metadata lost: %+v", c.Meta)
 			}
 		})
