@@ -107,8 +107,14 @@ func (s *Server) create(st grpc.ServerStream) error {
 			fmt.Errorf("peer throttled until %s after repeated failed authentications", until.UTC().Format(time.RFC3339)))
 	}
 	if s.opts.PreAuthenticator != nil {
-		if _, err := s.opts.PreAuthenticator.Authenticate(ctx, creds); err != nil {
+		caller, err := s.opts.PreAuthenticator.Authenticate(ctx, creds)
+		if err != nil {
 			return s.authFailed(log, creds, err)
+		}
+		if caller.Method != identity.MethodToken {
+			// Nothing to spend: CreateCertificate takes this caller
+			// rather than reviewing a Kubernetes token twice.
+			ctx = context.WithValue(ctx, preAuthenticated{}, caller)
 		}
 	}
 	if !s.opts.Peers.AllowCSR(creds.Peer) {
@@ -124,6 +130,10 @@ func (s *Server) create(st grpc.ServerStream) error {
 	}
 	return st.SendMsg(resp)
 }
+
+// preAuthenticated is the context key of the caller create checked, when
+// its authentication spends nothing (a certificate, a Kubernetes token).
+type preAuthenticated struct{}
 
 // authFailed refuses a caller that failed authentication and counts the
 // failure against its peer (not when the failure was ours: Unavailable).
@@ -147,9 +157,11 @@ func (s *Server) CreateCertificate(ctx context.Context, req *pb.IstioCertificate
 	if err != nil {
 		return nil, s.refuse(log, codes.InvalidArgument, err)
 	}
-	caller, err := s.opts.Authenticator.Authenticate(ctx, creds)
-	if err != nil {
-		return nil, s.authFailed(log, creds, err)
+	caller, ok := ctx.Value(preAuthenticated{}).(*identity.Caller)
+	if !ok {
+		if caller, err = s.opts.Authenticator.Authenticate(ctx, creds); err != nil {
+			return nil, s.authFailed(log, creds, err)
+		}
 	}
 	if caller.Method == identity.MethodToken {
 		s.metrics.tokenUses.Inc()
