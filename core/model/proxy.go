@@ -38,13 +38,12 @@ type Proxy struct {
 	WorkloadName   string
 	ServiceAccount string
 	Locality       *corev3.Locality
-	// DNSAutoAllocate is set when the proxy resolves names itself and
-	// asks for allocated service addresses: metadata DNS_CAPTURE and
-	// DNS_AUTO_ALLOCATE both true (ISTIO_META_DNS_CAPTURE and
-	// ISTIO_META_DNS_AUTO_ALLOCATE in the proxy's environment). Only such
-	// a proxy sees the address allocated to a ServiceEntry without
-	// addresses; to any other the service has none (istiod's
-	// Service.GetAddressForProxy).
+	// DNSAutoAllocate is set when the proxy resolves names itself
+	// (metadata DNS_CAPTURE true, ISTIO_META_DNS_CAPTURE in its
+	// environment): it then sees the address allocated to a ServiceEntry
+	// without addresses, as with istiod 1.31, whose IP allocation is on by
+	// default (nodeUsesAutoallocatedIPs); to any other proxy the service
+	// has none (istiod's Service.GetAddressForProxy).
 	DNSAutoAllocate bool
 	// Families, when not 0, are the address families of the proxy's
 	// addresses (FamilyIPv4, FamilyIPv6) where IPs does not list them all

@@ -172,16 +172,11 @@ func fetchTable(t *testing.T, addr, id string, metadata map[string]any) nds.Tabl
 	return tableOf(t, r)
 }
 
-// compareTables reports every host whose entries differ. With
-// captureOnly (a proxy with DNS capture but no DNS_AUTO_ALLOCATE), a
-// host istiod gives an allocated address and baremesh leaves out is a
-// known difference: istiod's IP allocation controller
-// (PILOT_ENABLE_IP_AUTOALLOCATE, on by default) gives allocated
-// addresses to every proxy that captures DNS, baremesh only to those
-// that also set DNS_AUTO_ALLOCATE (gen.ParseNode, for every generator:
-// the listeners that match those addresses follow the same flag, so
-// changing it for the table alone would answer with addresses nothing
-// listens on).
+// compareTables reports every host whose entries differ. A proxy that
+// captures DNS gets allocated addresses from both (istiod 1.31's IP
+// allocation is on by default; baremesh follows it, gen.ParseNode), so
+// captureOnly no longer excuses a missing host: it is kept to say which
+// proxy the table was for.
 func compareTables(t *testing.T, ours, theirs nds.Table, captureOnly bool) {
 	t.Helper()
 	hosts := map[string]bool{}
@@ -194,8 +189,6 @@ func compareTables(t *testing.T, ours, theirs nds.Table, captureOnly bool) {
 	for h := range hosts {
 		o, i := ours[h], theirs[h]
 		switch {
-		case o == nil && captureOnly && allocated(i.IPs):
-			t.Logf("%s: istiod allocates %v to a proxy without DNS_AUTO_ALLOCATE; baremesh does not (known difference)", h, i.IPs)
 		case o == nil:
 			t.Errorf("%s: istiod has %+v, baremesh nothing", h, *i)
 		case i == nil:

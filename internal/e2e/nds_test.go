@@ -124,14 +124,14 @@ func tableOf(t *testing.T, r *discovery.DiscoveryResponse) nds.Table {
 // as EDS and neither generates nor pushes a table; a ServiceEntry's
 // address edit pushes the table with the new address, and a new
 // ServiceEntry pushes it with the new host. A proxy that does not ask
-// for allocated addresses gets no entry for web.mesh. (A headless
+// for allocated addresses (no DNS capture) gets no entry for web.mesh. (A headless
 // Service's endpoint change is in internal/onboard
 // TestPilotAgentDNSKubernetesNames, with a real kube-apiserver.)
 func TestNameTablePushes(t *testing.T) {
 	m := startMesh(t, ndsFiles("10.1.0.1", "10.2.0.1"))
-	plain := openNDS(t, m, map[string]any{"DNS_CAPTURE": "true"})
+	plain := openNDS(t, m, map[string]any{"DNS_AUTO_ALLOCATE": "true"})
 	if tb := tableOf(t, plain.recv()); tb["web.mesh"] != nil || tb["db.mesh"] == nil || !slices.Equal(tb["db.mesh"].IPs, []string{"10.2.0.1"}) {
-		t.Fatalf("proxy without auto-allocation: %v", tb)
+		t.Fatalf("proxy without DNS capture: %v", tb)
 	}
 
 	n := openNDS(t, m, map[string]any{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true"})

@@ -219,7 +219,7 @@ spec:
 	allocate := map[string]string{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true"}
 	var plain, allocated []string
 	for i := range 2 { // the second round hits the cache
-		plain = fetch("10.0.0.1"+strconv.Itoa(i), map[string]string{"DNS_CAPTURE": "true"})
+		plain = fetch("10.0.0.1"+strconv.Itoa(i), map[string]string{"DNS_AUTO_ALLOCATE": "true"})
 		allocated = fetch("10.0.0.2"+strconv.Itoa(i), allocate)
 	}
 	mu.Lock()
@@ -228,7 +228,7 @@ spec:
 		t.Fatalf("cache assertion: %v", mismatch)
 	}
 	if len(plain) != 1 || plain[0] != "0.0.0.0_5432" {
-		t.Errorf("without DNS_AUTO_ALLOCATE: listeners %v, want [0.0.0.0_5432]", plain)
+		t.Errorf("without DNS_CAPTURE: listeners %v, want [0.0.0.0_5432]", plain)
 	}
 	if len(allocated) != 1 || !strings.HasPrefix(allocated[0], "240.240.") {
 		t.Errorf("with DNS_CAPTURE and DNS_AUTO_ALLOCATE: listeners %v, want the allocated address's", allocated)

@@ -32,8 +32,8 @@ const (
 // ParseNode reads a proxy from an xDS Node with Istio's conventions: the
 // ID is "TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN", metadata carries
 // LABELS, NAMESPACE, INSTANCE_IPS, ISTIO_VERSION, CLUSTER_ID, NETWORK,
-// WORKLOAD_NAME, SERVICE_ACCOUNT, GENERATOR, DNS_CAPTURE and
-// DNS_AUTO_ALLOCATE. A Node without an Istio ID
+// WORKLOAD_NAME, SERVICE_ACCOUNT, GENERATOR, DNS_CAPTURE,
+// INTERCEPTION_MODE and PROXY_CONFIG (its gatewayTopology). A Node without an Istio ID
 // (a proxyless gRPC client with a plain bootstrap) is a proxyless sidecar
 // in the namespace its metadata gives, else "default".
 func ParseNode(n *corev3.Node) (*Proxy, error) {
@@ -100,7 +100,10 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 	if t := md["PROXY_CONFIG"].GetStructValue().GetFields()["gatewayTopology"].GetStructValue(); t != nil {
 		p.GatewayTopology = gatewayTopology(t)
 	}
-	p.DNSAutoAllocate = metadataBool(p.Metadata["DNS_CAPTURE"]) && metadataBool(p.Metadata["DNS_AUTO_ALLOCATE"])
+	// As istiod 1.31, whose IP allocation (PILOT_ENABLE_IP_AUTOALLOCATE)
+	// is on by default: DNS capture alone consumes allocated addresses;
+	// DNS_AUTO_ALLOCATE, the older opt-in, changes nothing on its own.
+	p.DNSAutoAllocate = metadataBool(p.Metadata["DNS_CAPTURE"])
 	if p.DNSDomain == "" {
 		p.DNSDomain = p.Namespace + ".svc.cluster.local"
 	}

@@ -7,18 +7,19 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// TestParseNodeDNSAutoAllocate: only DNS_CAPTURE and DNS_AUTO_ALLOCATE
-// both true (as Istio's StringBool reads them) ask for allocated service
-// addresses.
+// TestParseNodeDNSAutoAllocate: DNS_CAPTURE true (as Istio's StringBool
+// reads it) asks for allocated service addresses, whatever
+// DNS_AUTO_ALLOCATE says (istiod 1.31: PILOT_ENABLE_IP_AUTOALLOCATE is on
+// by default).
 func TestParseNodeDNSAutoAllocate(t *testing.T) {
 	for _, tc := range []struct {
 		md   map[string]*structpb.Value
 		want bool
 	}{
 		{nil, false},
-		{map[string]*structpb.Value{"DNS_CAPTURE": structpb.NewStringValue("true")}, false},
+		{map[string]*structpb.Value{"DNS_CAPTURE": structpb.NewStringValue("true")}, true},
 		{map[string]*structpb.Value{"DNS_AUTO_ALLOCATE": structpb.NewStringValue("true")}, false},
-		{map[string]*structpb.Value{"DNS_CAPTURE": structpb.NewStringValue("true"), "DNS_AUTO_ALLOCATE": structpb.NewStringValue("false")}, false},
+		{map[string]*structpb.Value{"DNS_CAPTURE": structpb.NewStringValue("true"), "DNS_AUTO_ALLOCATE": structpb.NewStringValue("false")}, true},
 		{map[string]*structpb.Value{"DNS_CAPTURE": structpb.NewStringValue("true"), "DNS_AUTO_ALLOCATE": structpb.NewStringValue("true")}, true},
 		{map[string]*structpb.Value{"DNS_CAPTURE": structpb.NewStringValue("1"), "DNS_AUTO_ALLOCATE": structpb.NewStringValue("True")}, true},
 		{map[string]*structpb.Value{"DNS_CAPTURE": structpb.NewStringValue("yes"), "DNS_AUTO_ALLOCATE": structpb.NewStringValue("true")}, false},

@@ -10,8 +10,8 @@
 //   - with its declared addresses (a ServiceEntry's addresses, a /32 or
 //     /128 CIDR as its IP, wider CIDRs left out; a Kubernetes Service's
 //     cluster IPs of the proxy's IP families), or the addresses allocated
-//     to it when the proxy asks for them (DNS_CAPTURE and
-//     DNS_AUTO_ALLOCATE: IPv4, IPv6, or both for a dual-stack proxy);
+//     to it when the proxy captures DNS (DNS_CAPTURE, as istiod 1.31:
+//     IPv4, IPv6, or both for a dual-stack proxy);
 //   - a headless Kubernetes Service (with ports) gets its ready
 //     endpoints' IPs in the proxy's network, as Kubernetes DNS answers;
 //   - any other service without an address is left out (a DNS

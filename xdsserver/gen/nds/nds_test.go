@@ -197,8 +197,11 @@ func TestNameTable(t *testing.T) {
 		node gentest.ProxySpec
 		want nds.Table
 	}{
-		{"capture without auto-allocation", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local",
-			Metadata: map[string]string{"DNS_CAPTURE": "true"}}, common},
+		// istiod 1.31: DNS capture alone consumes allocated addresses.
+		{"capture without DNS_AUTO_ALLOCATE", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local",
+			Metadata: map[string]string{"DNS_CAPTURE": "true"}}, with(common, nds.Table{"ratings.bookinfo.mesh": ext(autoV4)})},
+		{"no capture, DNS_AUTO_ALLOCATE", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local",
+			Metadata: map[string]string{"DNS_AUTO_ALLOCATE": "true"}}, common},
 		{"auto-allocation, IPv4 proxy", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local",
 			Metadata: map[string]string{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true"}},
 			with(common, nds.Table{"ratings.bookinfo.mesh": ext(autoV4)})},
@@ -216,7 +219,7 @@ func TestNameTable(t *testing.T) {
 		// any network, as in istiod).
 		{"network near: no headless endpoint of another network", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local",
 			Metadata: map[string]string{"DNS_CAPTURE": "true", "NETWORK": "near"}},
-			with(common, nds.Table{"mysql.bookinfo.svc.cluster.local": kube("bookinfo", "mysql", "10.244.0.5", "10.244.0.7")})},
+			with(common, nds.Table{"mysql.bookinfo.svc.cluster.local": kube("bookinfo", "mysql", "10.244.0.5", "10.244.0.7"), "ratings.bookinfo.mesh": ext(autoV4)})},
 		{"namespace other sees its private host", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.other~other.svc.cluster.local"},
 			with(common, nds.Table{"private.other.mesh": ext("10.9.2.1")})},
 		{"Sidecar egress scope", gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.scoped~scoped.svc.cluster.local"},
