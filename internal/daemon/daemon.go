@@ -73,6 +73,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 	if err := checkPlaintextXDS(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkDebugHTTP(cfg); err != nil { // xdsauth.go
+		return nil, err
+	}
 	if cfg.Cluster.Enabled() {
 		// Replicas: auto-registration goes through the table, so it
 		// starts before the controller (without a cluster, Run starts a

@@ -48,6 +48,11 @@ func TestDebugHTTPLoopbackOnly(t *testing.T) {
 		if !ok && !strings.Contains(err.Error(), "allowRemoteHTTP") {
 			t.Errorf("%s: error does not name the setting: %v", addr, err)
 		}
+		if !ok {
+			if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "httpAddr") {
+				t.Errorf("New with httpAddr %s: %v", addr, err)
+			}
+		}
 		cfg.AllowRemoteHTTP = true
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%s with allowRemoteHTTP: %v", addr, err)
