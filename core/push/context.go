@@ -31,6 +31,10 @@ type PushContext struct {
 	Mesh  *meshv1alpha1.MeshConfig
 	// Credentials are the TLS credentials gateways name (nil: none).
 	Credentials *credentials.Set
+	// TrustRoots is the control plane CA's root-cert.pem (PEM, one or
+	// more roots; nil without a CA), served to agents in the trust
+	// bundle of their dynamic proxy config.
+	TrustRoots []byte
 
 	services *serviceIndex
 	kinds    map[config.Kind]*kindIndex
@@ -190,6 +194,8 @@ type Inputs struct {
 	Mesh     *meshv1alpha1.MeshConfig
 	// Credentials: see PushContext.Credentials.
 	Credentials *credentials.Set
+	// TrustRoots: see PushContext.TrustRoots.
+	TrustRoots []byte
 }
 
 // Changed says what changed since the previous snapshot, so Build can
@@ -212,7 +218,7 @@ var indexedKinds = []config.Kind{
 // what changed says changed. It is pure apart from reading in.
 func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushContext {
 	live := in.Registry.Endpoints()
-	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
+	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
 	if prev != nil {
 		pc.Version = prev.Version + 1
 	} else {

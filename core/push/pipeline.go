@@ -44,6 +44,7 @@ type Pipeline struct {
 	registry *model.Registry
 	mesh     atomic.Pointer[meshv1alpha1.MeshConfig]
 	creds    atomic.Pointer[credentials.Set]
+	roots    atomic.Pointer[[]byte]
 	current  atomic.Pointer[PushContext]
 	// pinned is current re-pinned at a later endpoint generation, shared
 	// by every caller until the endpoints move again.
@@ -176,6 +177,24 @@ func (p *Pipeline) SetCredentials(c *credentials.Set) {
 // ReasonCredentials is the push reason of a credentials change.
 const ReasonCredentials = "credentials"
 
+// SetTrustRoots replaces the CA's roots (PEM; see
+// PushContext.TrustRoots) and queues a full push (reason "trust"). The
+// caller must not alter pem afterwards.
+func (p *Pipeline) SetTrustRoots(pem []byte) {
+	p.roots.Store(&pem)
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{ReasonTrust: 1}})
+}
+
+// ReasonTrust is the push reason of a change of the CA's roots.
+const ReasonTrust = "trust"
+
+func (p *Pipeline) trustRoots() []byte {
+	if r := p.roots.Load(); r != nil {
+		return *r
+	}
+	return nil
+}
+
 func (p *Pipeline) enqueue(r *Request) {
 	p.mu.Lock()
 	p.pending = p.pending.Merge(r)
@@ -254,7 +273,7 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 	pc := p.current.Load()
 	if req.Full || pc == nil {
 		start := time.Now()
-		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load()}, changed, start)
+		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots()}, changed, start)
 		p.current.Store(pc)
 		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
 	} else if changed != nil && len(changed.Kinds) > 0 {

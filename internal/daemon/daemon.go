@@ -112,6 +112,9 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		d.abortCluster()
 		return nil, fmt.Errorf("identity: %w", err)
 	}
+	if d.id != nil {
+		d.pipeline.SetTrustRoots(d.id.ca.RootPEM()) // the trust bundle agents get over PCDS (xdstype.ProxyConfig)
+	}
 	d.pipeline.AddListener(d.xds.OnPush)
 	d.Handle("/debug/syncz", debug.SyncHandler(d.xds))
 	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(redactedDumps{d.xds})) // http.go

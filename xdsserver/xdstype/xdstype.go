@@ -28,6 +28,7 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/eds"
 	"github.com/baremesh/baremesh/xdsserver/gen/lds"
 	"github.com/baremesh/baremesh/xdsserver/gen/nds"
+	"github.com/baremesh/baremesh/xdsserver/gen/proxyconfig"
 	"github.com/baremesh/baremesh/xdsserver/gen/rds"
 	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
@@ -168,9 +169,22 @@ var NameTable = &Type{
 	Wildcard: true, Endpoints: true, EndpointsMatter: nds.EndpointsMatter, Affects: map[config.Kind]Reach{config.Sidecar: Scoped},
 }
 
+// ProxyConfig is Istio's dynamic proxy config (PCDS), which Istio's
+// agent asks for with PROXY_CONFIG_XDS_AGENT=true: one unnamed resource
+// with the trust bundle (the CA's roots and the mesh config's
+// caCertificates). It depends on the snapshot's mesh config and roots
+// only, never on config kinds (it lists none, so a config change does
+// not regenerate it); a mesh config change or a new root ("trust")
+// regenerates every type. Not cached: it is generated on those rare
+// pushes only, and reads nothing of the proxy.
+var ProxyConfig = &Type{
+	URL: proxyconfig.TypeURL, Short: "pcds", Generate: proxyconfig.Generate, Cache: NoCache, Order: 6,
+	Wildcard: true, Affects: map[config.Kind]Reach{},
+}
+
 // All is every type baremesh serves, in push order. It must not be
 // altered.
-var All = append([]*Type{Cluster, Endpoint, Listener, Route, Secret, NameTable}, IstioConfig...)
+var All = append([]*Type{Cluster, Endpoint, Listener, Route, Secret, NameTable, ProxyConfig}, IstioConfig...)
 
 // With returns a copy of t that generates with g (for tests that stand a
 // generator in).
