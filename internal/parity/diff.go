@@ -153,35 +153,19 @@ func join(path, k string) string {
 // listKeys keys list elements by a stable key, or returns nil when the
 // list has none (then elements are matched by index): "name=X" when every
 // element is an object with a distinct name, "match={...}" when every
-// element has a distinct filter_chain_match (a filter chain without one
-// keys as "match={}").
+// element is a filter chain with a distinct filter_chain_match (none keys
+// as "match={}"), EDS locality groups by locality and priority, EDS
+// endpoints by address, and a list of distinct strings as a set ("=s").
 func listKeys(l []any) []string {
 	if len(l) == 0 {
 		return nil
 	}
-	for _, field := range []string{"name", "filter_chain_match"} {
+	for _, field := range []string{"name", "filter_chain_match", "locality", "endpoint", "value"} {
 		keys := make([]string, 0, len(l))
 		seen := map[string]bool{}
 		for _, e := range l {
-			m, ok := e.(map[string]any)
-			if !ok {
-				return nil
-			}
-			var k string
-			switch field {
-			case "name":
-				s, ok := m["name"].(string)
-				if !ok {
-					keys = nil
-				}
-				k = "name=" + s
-			default:
-				if _, chain := m["filters"]; !chain {
-					keys = nil
-				}
-				k = "match=" + compact(m["filter_chain_match"])
-			}
-			if keys == nil || seen[k] {
+			k, ok := elementKey(field, e)
+			if !ok || seen[k] {
 				keys = nil
 				break
 			}
@@ -193,6 +177,37 @@ func listKeys(l []any) []string {
 		}
 	}
 	return nil
+}
+
+// elementKey is e's key by one rule of listKeys.
+func elementKey(field string, e any) (string, bool) {
+	if field == "value" { // a list of strings: a set
+		s, ok := e.(string)
+		return "=" + s, ok
+	}
+	m, ok := e.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	switch field {
+	case "name":
+		s, ok := m["name"].(string)
+		return "name=" + s, ok
+	case "filter_chain_match":
+		_, chain := m["filters"]
+		return "match=" + compact(m["filter_chain_match"]), chain
+	case "locality": // EDS locality groups
+		if _, ok := m["lb_endpoints"]; !ok {
+			return "", false
+		}
+		return fmt.Sprintf("locality=%s,priority=%v", compact(m["locality"]), m["priority"]), true
+	default: // EDS endpoints, by address
+		ep, ok := m["endpoint"].(map[string]any)
+		if !ok {
+			return "", false
+		}
+		return "endpoint=" + compact(ep["address"]), true
+	}
 }
 
 func equalJSON(a, b any) bool { return compact(a) == compact(b) }

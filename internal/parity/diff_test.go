@@ -29,10 +29,10 @@ func TestDiffPaths(t *testing.T) {
 		"virtualInbound": tree(t, `{"name":"virtualInbound","filter_chains":[
 			{"name":"fc2","filters":[]},
 			{"name":"fc1","filters":[{"name":"hcm","typed_config":{"stat_prefix":"b"}}]}]}`),
-	}, CDS: {"c": tree(t, `{"name":"c","filter_chains":[{"filter_chain_match":{"destination_port":80},"filters":[]}]}`)}}
+	}, CDS: {"c": tree(t, `{"name":"c","filter_chains":[{"filter_chain_match":{"destination_port":80},"filters":[{"name":"f"}]}]}`)}}
 	diffs, compared, equal := DiffResources(a, b)
 	want := []string{
-		`cds/c: istiod <absent>, ours {"filter_chains":[{"filter_chain_match":{"destination_port":80},"filters":[]}],"name":"c"}`,
+		`cds/c: istiod <absent>, ours {"filter_chains":[{"filter_chain_match":{"destination_port":80},"filters":[{"name":"f"}]}],"name":"c"}`,
 		`lds/only-istiod: istiod {"name":"only-istiod"}, ours <absent>`,
 		`lds/virtualInbound/filter_chains[name=fc1].filters[name=hcm].typed_config.stat_prefix: istiod "a", ours "b"`,
 	}
@@ -44,7 +44,7 @@ func TestDiffPaths(t *testing.T) {
 			t.Errorf("diff %d = %s\nwant %s", i, d, want[i])
 		}
 	}
-	keys := listKeys(tree(t, `[{"filter_chain_match":{"destination_port":80},"filters":[]},{"filters":[]}]`).([]any))
+	keys := listKeys(tree(t, `[{"filter_chain_match":{"destination_port":80},"filters":[{"name":"f"}]},{"filters":[{"name":"f"}]}]`).([]any))
 	if len(keys) != 2 || keys[0] != `match={"destination_port":80}` || keys[1] != "match={}" {
 		t.Errorf("filter chain keys = %v", keys)
 	}

@@ -45,7 +45,8 @@
 //     telemetry, not routing or policy: filters named istio.metadata_exchange,
 //     istio.stats*, istio.alpn, envoy.filters.http.grpc_stats, peer
 //     metadata filters (TelemetryFilters), and every access_log field
-//     (TelemetryFields).
+//     (TelemetryFields). A filter list left empty by that is removed too,
+//     as if never set (protojson writes no empty lists of its own).
 //
 // Nothing else is removed: any other difference is reported.
 //
@@ -54,7 +55,9 @@
 // Resources are matched by type and name; a resource one side lacks is one
 // difference at "type/name". Inside, list elements are matched by name
 // ([name=X]) when every element has a distinct one, by filter_chain_match
-// ([match={...}]) for filter chains, else by index, and a difference is
+// ([match={...}]) for filter chains, EDS locality groups by locality and
+// priority, endpoints by address, lists of distinct strings as sets
+// (domains, SANs: [=value]), else by index, and a difference is
 // reported per leaf, e.g.
 // "lds/virtualInbound/filter_chains[name=X].filters[name=Y].typed_config.stat_prefix".
 //

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,14 +230,14 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		missing := i.inStore()
 		if missing == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("istiod's config store lacks the scenario after 60s: %s", missing)
+			t.Fatalf("istiod's config store lacks the scenario after 30s: %s", missing)
 		}
 		time.Sleep(50 * time.Millisecond) // polling istiod's store, not synchronisation
 	}
@@ -291,8 +292,11 @@ func (i *istiod) inStore() string {
 		if !ok {
 			return "no " + k
 		}
-		if rv != "" && rv != d.rv {
-			return fmt.Sprintf("%s at version %s, want %s", k, rv, d.rv)
+		// istiod may write status (a newer version); older is stale.
+		if got, err1 := strconv.ParseUint(rv, 10, 64); err1 == nil {
+			if want, err2 := strconv.ParseUint(d.rv, 10, 64); err2 == nil && got < want {
+				return fmt.Sprintf("%s at version %s, want %s or later", k, rv, d.rv)
+			}
 		}
 		delete(have, k)
 	}

@@ -120,7 +120,10 @@ func strip(t any) any {
 			}
 			if k == "filters" || k == "http_filters" || k == "listener_filters" {
 				if l, ok := c.([]any); ok {
-					c = dropTelemetry(l)
+					if c = dropTelemetry(l); len(c.([]any)) == 0 {
+						delete(v, k) // only telemetry: as if never set
+						continue
+					}
 				}
 			}
 			v[k] = strip(c)
