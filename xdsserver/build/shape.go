@@ -37,18 +37,25 @@ type shapeKey struct {
 	// addresses follow them).
 	families     uint8
 	interception string
-	topology     gen.GatewayTopology
-	hasTopology  bool
-	ips          string // only the IPs that some endpoint is at
-	endpoints    uint64 // endpoint index generation, when ips is set
-	names        uint64 // hash of the subscribed names; 0 for wildcard
-	wildcard     bool
+	// identityNS: the authenticated identity's namespace, "" for none
+	// (a gateway's listeners leave out servers whose credentials SDS
+	// will not serve it).
+	identityNS  string
+	topology    gen.GatewayTopology
+	hasTopology bool
+	ips         string // only the IPs that some endpoint is at
+	endpoints   uint64 // endpoint index generation, when ips is set
+	names       uint64 // hash of the subscribed names; 0 for wildcard
+	wildcard    bool
 }
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
 	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
 		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
 		wildcard: names == nil, interception: p.InterceptionMode}
+	if p.Identity != nil {
+		k.identityNS = p.Identity.Namespace
+	}
 	if v4, v6 := p.IPFamilies(); v4 || v6 {
 		if v4 {
 			k.families |= model.FamilyIPv4
@@ -86,6 +93,10 @@ func (k shapeKey) proxy() *gen.Proxy {
 	}
 	p.Families = k.families
 	p.InterceptionMode = k.interception
+	if k.identityNS != "" {
+		// Only the namespace of an identity is read (and that it exists).
+		p.Identity = &model.Identity{Namespace: k.identityNS}
+	}
 	if k.hasTopology {
 		t := k.topology
 		p.GatewayTopology = &t

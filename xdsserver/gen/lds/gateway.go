@@ -79,9 +79,14 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 					l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{httpFilter(stat, s.RouteName)}})
 				}
 			case s.RouteName != "":
-				if t := s.Server.GetTls(); t.GetCredentialName() != "" &&
-					v.Push.Credentials.Usable(sds.Namespace(v.Proxy), t.GetCredentialName(), t.GetMode() == networking.ServerTLSSettings_MUTUAL) != nil {
-					continue // left out rather than waiting for a secret that cannot come (configz says why)
+				if t := s.Server.GetTls(); t.GetCredentialName() != "" && (sds.Authorize(v.Proxy) != nil ||
+					v.Push.Credentials.Usable(sds.Namespace(v.Proxy), t.GetCredentialName(), t.GetMode() == networking.ServerTLSSettings_MUTUAL) != nil) {
+					// Left out rather than waiting for a secret that cannot
+					// come (configz says why), which would keep the whole
+					// listener from serving: a credential that is missing or
+					// unusable, or any credential for a gateway that did not
+					// authenticate (SDS serves it none).
+					continue
 				}
 				tls = true
 				names := serverNames(s.Server.GetHosts())

@@ -357,3 +357,34 @@ func TestHTTPConnectionManagerSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestUnauthenticatedGatewayGetsNoTLSServers: SDS serves credentials only
+// to an authenticated identity of their namespace, so a gateway on the
+// plaintext port gets no listener chain that would wait for one (a chain
+// waiting for a secret keeps its whole listener from serving); the same
+// gateway authenticated gets them.
+func TestUnauthenticatedGatewayGetsNoTLSServers(t *testing.T) {
+	dir := "../testdata/gateway"
+	pc := gentest.Scenario(t, dir)
+	spec := gentest.Proxies(t, dir)[0]
+	tlsChains := func(p *gen.Proxy) int {
+		res, err := Generate(gen.Input{Push: pc, Proxy: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gentest.Validate(t, res)
+		return len(gentest.SecretNames(res))
+	}
+	authed := spec.Proxy(t)
+	if authed.Identity == nil {
+		t.Fatal("the scenario's gateway has no identity")
+	}
+	if n := tlsChains(authed); n == 0 {
+		t.Fatal("authenticated gateway: no chain names an SDS credential")
+	}
+	plain := spec.Proxy(t)
+	plain.Identity = nil
+	if n := tlsChains(plain); n != 0 {
+		t.Errorf("unauthenticated gateway: chains name %d SDS credentials it will never get", n)
+	}
+}
