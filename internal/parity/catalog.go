@@ -23,6 +23,11 @@ type Entry struct {
 	// Scenarios limits the entry to scenarios by name pattern; empty
 	// means every scenario.
 	Scenarios []string `json:"scenarios,omitempty"`
+	// IstiodValue and OursValue, when set, are regular expressions the
+	// compact JSON of each side's value must match (Absent for a missing
+	// side): an entry about an explicit default names the default.
+	IstiodValue string `json:"istiodValue,omitempty"`
+	OursValue   string `json:"oursValue,omitempty"`
 	// Deliberate entries: what we do instead and why that is safe.
 	Ours string `json:"ours,omitempty"`
 	Why  string `json:"why,omitempty"`
@@ -30,6 +35,7 @@ type Entry struct {
 	Analysis string `json:"analysis,omitempty"`
 
 	paths, scenarios []*regexp.Regexp
+	istiod, ours     *regexp.Regexp
 }
 
 // Catalog is catalog.yaml: deliberate differences (safe, with the reason)
@@ -62,6 +68,19 @@ func LoadCatalog(path string) (*Catalog, error) {
 			for _, p := range e.Paths {
 				e.paths = append(e.paths, glob(p))
 			}
+			for _, v := range []struct {
+				expr string
+				re   **regexp.Regexp
+			}{{e.IstiodValue, &e.istiod}, {e.OursValue, &e.ours}} {
+				if v.expr == "" {
+					continue
+				}
+				re, err := regexp.Compile("^(?:" + v.expr + ")$")
+				if err != nil {
+					return nil, fmt.Errorf("catalog %s: entry %q: value pattern: %w", path, e.ID, err)
+				}
+				*v.re = re
+			}
 			for _, s := range e.Scenarios {
 				e.scenarios = append(e.scenarios, glob(s))
 			}
@@ -84,7 +103,11 @@ func glob(p string) *regexp.Regexp {
 	return regexp.MustCompile("^" + strings.ReplaceAll(regexp.QuoteMeta(p), `\*`, ".*") + "$")
 }
 
-func (e *Entry) matches(scenario, kind, path string) bool {
+func (e *Entry) matches(scenario, kind string, d Difference) bool {
+	if (e.istiod != nil && !e.istiod.MatchString(d.Istiod)) || (e.ours != nil && !e.ours.MatchString(d.Ours)) {
+		return false
+	}
+	path := d.Path
 	if len(e.Proxies) > 0 && !slices.Contains(e.Proxies, kind) {
 		return false
 	}
@@ -108,12 +131,12 @@ const (
 // difference seen by a proxy of kind in scenario.
 func (c *Catalog) Classify(scenario, kind string, d Difference) (Class, *Entry) {
 	for _, e := range c.Deliberate {
-		if e.matches(scenario, kind, d.Path) {
+		if e.matches(scenario, kind, d) {
 			return Deliberate, e
 		}
 	}
 	for _, e := range c.Open {
-		if e.matches(scenario, kind, d.Path) {
+		if e.matches(scenario, kind, d) {
 			return Open, e
 		}
 	}
