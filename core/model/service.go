@@ -88,6 +88,9 @@ func (p Protocol) IsHTTP() bool {
 // IsHTTP2 reports whether upstream connections must speak HTTP/2.
 func (p Protocol) IsHTTP2() bool { return p == HTTP2 || p == GRPC || p == GRPCWeb }
 
+// IsGRPC reports whether the protocol is gRPC (or gRPC-Web).
+func (p Protocol) IsGRPC() bool { return p == GRPC || p == GRPCWeb }
+
 // Port is one service port.
 type Port struct {
 	Name       string

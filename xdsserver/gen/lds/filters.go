@@ -2,6 +2,7 @@ package lds
 
 import (
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -33,10 +34,12 @@ const (
 // never altered (outputs are only marshalled), so sharing is safe across
 // goroutines. Repacking them per listener was most of LDS's allocations.
 var (
-	sharedRouter        = &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{})}}
-	sharedFault         = &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
-	sharedCORS          = &hcmv3.HttpFilter{Name: rds.CORSFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&corsv3.Cors{})}}
-	sharedTLSInspector  = &listenerv3.ListenerFilter{Name: tlsInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&tlsinspectorv3.TlsInspector{})}}
+	sharedRouter = &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{})}}
+	sharedFault  = &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
+	sharedCORS   = &hcmv3.HttpFilter{Name: rds.CORSFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&corsv3.Cors{})}}
+	// The TLS inspector reads at most 512 bytes of a ClientHello at first
+	// (Envoy's default: 64 KiB), as istiod's.
+	sharedTLSInspector  = &listenerv3.ListenerFilter{Name: tlsInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&tlsinspectorv3.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})}}
 	sharedHTTPInspector = &listenerv3.ListenerFilter{Name: httpInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&httpinspectorv3.HttpInspector{})}}
 	sharedOriginalDst   = &listenerv3.ListenerFilter{Name: originalDstName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&originaldstv3.OriginalDst{})}}
 	// sharedADS is the RDS config source inside HTTP connection managers,

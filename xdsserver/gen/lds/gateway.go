@@ -124,6 +124,10 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 		if tls {
 			l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
 		}
+		for _, fc := range l.FilterChains {
+			fc.TransportSocketConnectTimeout = transportConnectTimeout
+		}
+		l.MaxConnectionsToAcceptPerSocketEvent = acceptPerEvent
 		out = append(out, l)
 	}
 	return out

@@ -81,7 +81,7 @@ var meshXFCC = map[meshv1alpha1.ForwardClientCertDetails]hcmv3.HttpConnectionMan
 //     unless forwardClientCertDetails says otherwise; sidecar inbound
 //     appends the peer's certificate details to it;
 //   - WebSocket upgrades allowed; stream_idle_timeout 0 (long streams are
-//     not reset after Envoy's default 5 minutes);
+//     not reset after Envoy's default 5 minutes); 100-continue proxied;
 //   - server name "istio-envoy" on inbound and gateway listeners.
 func (o hcmOpts) apply(h *hcmv3.HttpConnectionManager) {
 	h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_KEEP_UNCHANGED
@@ -99,6 +99,7 @@ func (o hcmOpts) apply(h *hcmv3.HttpConnectionManager) {
 	h.UseRemoteAddress = gen.Bool(o.class == gatewayHTTP)
 	h.UpgradeConfigs = websocketUpgrade
 	h.StreamIdleTimeout = gen.Duration(0)
+	h.Proxy_100Continue = true // istiod's ENABLE_100_CONTINUE_HEADERS default
 	switch o.class {
 	case gatewayHTTP:
 		h.ServerName = istioServerName

@@ -2,6 +2,9 @@ package lds
 
 import (
 	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"strconv"
 	"strings"
 
@@ -144,7 +147,14 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	}
 	for _, l := range out {
 		// As istiod: no listener filter timeout but where the HTTP
-		// inspector sniffs, there the mesh's protocolDetectionTimeout.
+		// inspector sniffs, there the mesh's protocolDetectionTimeout;
+		// every chain but the fallthrough bounds its TLS handshake.
+		for _, fc := range l.FilterChains {
+			fc.TransportSocketConnectTimeout = transportConnectTimeout
+		}
+		if d := l.DefaultFilterChain; d != nil && d != passthroughChain {
+			d.TransportSocketConnectTimeout = transportConnectTimeout
+		}
 		l.ListenerFiltersTimeout = zeroDuration
 		if slices.Contains(l.ListenerFilters, httpInspector()) {
 			l.ListenerFiltersTimeout = detect
@@ -156,6 +166,15 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 
 // zeroDuration is shared by every listener and never altered.
 var zeroDuration = gen.Duration(0)
+
+// transportConnectTimeout bounds a downstream transport socket's
+// handshake (slow TLS handshakes hold memory), as istiod's
+// GATEWAY_TRANSPORT_SOCKET_CONNECT_TIMEOUT default; shared, never altered.
+var transportConnectTimeout = gen.Duration(15 * time.Second)
+
+// acceptPerEvent is istiod's max_connections_to_accept_per_socket_event
+// (1) for the listeners that bind; shared, never altered.
+var acceptPerEvent = wrapperspb.UInt32(1)
 
 // outboundFallthrough is the default chain of an HTTP port's listener:
 // what the HTTP inspector does not find to be HTTP goes where

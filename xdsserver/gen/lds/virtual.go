@@ -7,6 +7,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -24,6 +25,7 @@ func virtualOutbound(v *scope.View) *listenerv3.Listener {
 	l := &listenerv3.Listener{
 		Name:           gen.VirtualOutboundListener,
 		UseOriginalDst: gen.Bool(true), TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		MaxConnectionsToAcceptPerSocketEvent: acceptPerEvent,
 		FilterChains: []*listenerv3.FilterChain{
 			// Connections to 15001 itself would loop back into it.
 			{Name: gen.VirtualOutboundListener + "-blackhole", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: gen.U32(gen.VirtualOutboundPort)},
@@ -72,7 +74,7 @@ func outboundCatchAll(v *scope.View) string {
 func virtualInbound(v *scope.View) *listenerv3.Listener {
 	l := &listenerv3.Listener{
 		Name: gen.VirtualInboundListener, TrafficDirection: corev3.TrafficDirection_INBOUND,
-		ContinueOnListenerFiltersTimeout: true,
+		ContinueOnListenerFiltersTimeout: true, MaxConnectionsToAcceptPerSocketEvent: acceptPerEvent,
 	}
 	setAddresses(l, v.Proxy, gen.VirtualInboundPort)
 	if m := v.Push.Mesh; m != nil && m.GetProtocolDetectionTimeout() != nil {
@@ -117,7 +119,8 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 		o := opts
 		o.http2 = in.Port.Protocol.IsHTTP2()
 		httpFilters := func() []*listenerv3.Filter {
-			h := hcmInline(stat, inboundRoute(cluster, in.Port.Number))
+			h := hcmInline(stat, inboundRoute(v, cluster, in.Port.Number, in.Port.Protocol.IsGRPC()))
+			h.HttpFilters = sidecarHTTPFilters
 			o.apply(h)
 			if len(httpRBAC) > 0 {
 				h.HttpFilters = append(slices.Clip(httpRBAC), h.HttpFilters...)
@@ -189,7 +192,8 @@ func (c *passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv
 		}
 		if m.http {
 			if c.http == nil {
-				h := hcmInline(gen.InboundPassthroughCluster, inboundRoute(gen.InboundPassthroughCluster, 0))
+				h := hcmInline(gen.InboundPassthroughCluster, inboundRoute(c.v, gen.InboundPassthroughCluster, 0, false))
+				h.HttpFilters = sidecarHTTPFilters
 				newHCMOpts(c.v, inboundHTTP).apply(h)
 				if len(c.httpRBAC) > 0 {
 					h.HttpFilters = append(slices.Clip(c.httpRBAC), h.HttpFilters...)
@@ -251,10 +255,15 @@ func passthroughMatches(mode scope.MTLSMode) []passthroughMatch {
 }
 
 // inboundRoute is the inline route config of an inbound connection
-// manager: everything to cluster, without timeouts (as istiod's
-// BuildDefaultHTTPInboundRoute). port is the service port (0 for the
-// catch-all).
-func inboundRoute(cluster string, port uint32) *routev3.RouteConfiguration {
+// manager: everything to cluster, without timeouts, retried twice on a
+// reset before the request reached the app (never on gRPC ports, whose
+// streams it would break), as istiod's BuildDefaultHTTPInboundRoute. port is the
+// service port (0 for the catch-all).
+func inboundRoute(v *scope.View, cluster string, port uint32, grpc bool) *routev3.RouteConfiguration {
+	var retry *routev3.RetryPolicy
+	if !grpc {
+		retry = inboundRetry(v)
+	}
 	return &routev3.RouteConfiguration{Name: cluster, ValidateClusters: gen.Bool(false), VirtualHosts: []*routev3.VirtualHost{{
 		Name: "inbound|http|" + gen.PortName(port), Domains: []string{"*"},
 		Routes: []*routev3.Route{{
@@ -263,7 +272,17 @@ func inboundRoute(cluster string, port uint32) *routev3.RouteConfiguration {
 			Action: &routev3.Route_Route{Route: &routev3.RouteAction{
 				ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}, Timeout: gen.Duration(0),
 				MaxStreamDuration: &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: gen.Duration(0), GrpcTimeoutHeaderMax: gen.Duration(0)},
+				RetryPolicy:       retry,
 			}},
 		}},
 	}}}
 }
+
+// defaultInboundRetry is istiod's default inbound retry policy, shared and
+// never altered.
+var defaultInboundRetry = &routev3.RetryPolicy{NumRetries: wrapperspb.UInt32(2), RetryOn: "reset-before-request"}
+
+// inboundRetry is istiod's default inbound retry policy. (Newer meshes
+// tune it with defaultInboundHttpRetryPolicy; istio.io/api v1.31 has no
+// such field, so neither does our mesh config.)
+func inboundRetry(*scope.View) *routev3.RetryPolicy { return defaultInboundRetry }
