@@ -62,9 +62,12 @@ type Authenticator interface {
 // it (retrying the same credential cannot succeed), except
 // ErrTokenStore, which is the server's own trouble.
 var (
-	ErrNoCredentials    = errors.New("no credentials (neither a client certificate nor a bearer token)")
-	ErrCertUntrusted    = errors.New("client certificate not issued by this mesh's CA")
-	ErrCertExpired      = errors.New("client certificate expired or not yet valid")
+	ErrNoCredentials = errors.New("no credentials (neither a client certificate nor a bearer token)")
+	ErrCertUntrusted = errors.New("client certificate not issued by this mesh's CA")
+	ErrCertExpired   = errors.New("client certificate expired or not yet valid")
+	// ErrCertRetiredRoot: the certificate chains to a root that a
+	// rotation retired (the proxy was away for the whole rotation).
+	ErrCertRetiredRoot  = errors.New("client certificate signed by a retired root; re-bootstrap this workload with a join token (baremeshctl vm bootstrap)")
 	ErrCertNoIdentity   = errors.New("client certificate carries no SPIFFE identity")
 	ErrTokenMalformed   = errors.New("join token malformed")
 	ErrTokenUnknown     = errors.New("join token unknown")
@@ -121,6 +124,7 @@ var reasons = []struct {
 	{ErrTokenMalformed, "token_malformed"},
 	{ErrTokenStore, "token_store"},
 	{ErrCertExpired, "cert_expired"},
+	{ErrCertRetiredRoot, "cert_retired_root"},
 	{ErrCertUntrusted, "cert_untrusted"},
 	{ErrCertNoIdentity, "cert_no_identity"},
 	{ErrNoCredentials, "no_credentials"},
@@ -145,7 +149,7 @@ func Reason(err error) string {
 // IsAuthError reports whether err is an authentication failure (as opposed
 // to a bad request or the server's own trouble).
 func IsAuthError(err error) bool {
-	for _, e := range []error{ErrNoCredentials, ErrCertUntrusted, ErrCertExpired, ErrCertNoIdentity, ErrTokenMalformed,
+	for _, e := range []error{ErrNoCredentials, ErrCertUntrusted, ErrCertExpired, ErrCertRetiredRoot, ErrCertNoIdentity, ErrTokenMalformed,
 		ErrTokenUnknown, ErrTokenBadSecret, ErrTokenExpired, ErrTokenRevoked, ErrTokenUsedUp,
 		ErrKubeTokenInvalid, ErrKubeTokenAudience, ErrKubeTokenNotSA, ErrKubeClusterUnknown} {
 		if errors.Is(err, e) {
@@ -184,7 +188,8 @@ func (c Chain) Authenticate(ctx context.Context, creds Credentials) (*Caller, er
 // A verified chain is remembered until its first certificate expires,
 // so the streams of one connection (and a proxy's reconnects) verify it
 // once: verification is deterministic for a chain, the CA's roots and
-// the time.
+// the time (a remembered one is dropped when the CA reloads: a rotation
+// step changes the roots).
 type CertAuthenticator struct {
 	CA  *CA
 	Now func() time.Time // nil: time.Now
@@ -197,6 +202,7 @@ type CertAuthenticator struct {
 type verifiedChain struct {
 	caller   Caller
 	notAfter time.Time
+	gen      uint64 // the CA's Generation it was verified under
 }
 
 // maxVerified bounds the remembered chains (the map is emptied when full).
@@ -226,7 +232,8 @@ func (a *CertAuthenticator) Authenticate(_ context.Context, creds Credentials) (
 	a.mu.Lock()
 	v, ok := a.verified[key]
 	a.mu.Unlock()
-	if ok && now().Before(v.notAfter) {
+	gen := a.CA.Generation()
+	if ok && v.gen == gen && now().Before(v.notAfter) {
 		c := v.caller
 		return &c, nil
 	}
@@ -238,7 +245,7 @@ func (a *CertAuthenticator) Authenticate(_ context.Context, creds Credentials) (
 	if a.verified == nil || len(a.verified) >= maxVerified {
 		a.verified = map[[sha256.Size]byte]verifiedChain{}
 	}
-	a.verified[key] = verifiedChain{caller: *caller, notAfter: notAfter}
+	a.verified[key] = verifiedChain{caller: *caller, notAfter: notAfter, gen: gen}
 	a.mu.Unlock()
 	return caller, nil
 }
@@ -246,15 +253,28 @@ func (a *CertAuthenticator) Authenticate(_ context.Context, creds Credentials) (
 // verify checks a client chain against the CA.
 func (a *CertAuthenticator) verify(creds Credentials, now func() time.Time) (*Caller, error) {
 	leaf := creds.PeerCertificates[0]
-	inter := a.CA.Intermediates()
+	st := a.CA.st.Load()
+	inter := x509.NewCertPool()
+	for _, c := range st.inter {
+		inter.AddCert(c)
+	}
 	for _, c := range creds.PeerCertificates[1:] {
 		inter.AddCert(c)
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: a.CA.Roots(), Intermediates: inter, CurrentTime: now(),
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	opts := x509.VerifyOptions{Roots: st.pool, Intermediates: inter, CurrentTime: now(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if _, err := leaf.Verify(opts); err != nil {
 		var inv x509.CertificateInvalidError
 		if errors.As(err, &inv) && inv.Reason == x509.Expired {
 			return nil, fmt.Errorf("%w: serial %s: %v", ErrCertExpired, leaf.SerialNumber.Text(16), err)
+		}
+		if len(st.retired) > 0 {
+			opts.Roots = st.retiredPool
+			if chains, rerr := leaf.Verify(opts); rerr == nil {
+				r := chains[0][len(chains[0])-1]
+				return nil, fmt.Errorf("%w: serial %s chains to %q (SHA-256 %s)", ErrCertRetiredRoot,
+					leaf.SerialNumber.Text(16), r.Subject.String(), Fingerprint(r))
+			}
 		}
 		return nil, fmt.Errorf("%w: %v", ErrCertUntrusted, err)
 	}

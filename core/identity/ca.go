@@ -16,6 +16,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +28,9 @@ const (
 	CAKeyFile     = "ca-key.pem"     // its private key
 	RootCertFile  = "root-cert.pem"  // the root(s) workloads trust
 	CertChainFile = "cert-chain.pem" // chain from ca-cert up to the root (optional)
+	// RetiredRootsFile holds the roots a rotation retired (ours, not
+	// Istio's): certificates chaining to them are refused by name.
+	RetiredRootsFile = "retired-roots.pem"
 )
 
 // DefaultWorkloadTTL is a workload certificate's lifetime when the request
@@ -47,19 +52,35 @@ type CAOptions struct {
 	Now func() time.Time
 }
 
-// CA signs workload certificates. It is safe for concurrent use and never
-// changes after LoadCA.
+// CA signs workload certificates. It is safe for concurrent use. What it
+// signs with and trusts is one immutable caState, replaced whole by Reload
+// (root rotation: RotatePrepare, RotateActivate, RotateRetire write the
+// files; every replica reading them reloads).
 type CA struct {
+	opts CAOptions
+	st   atomic.Pointer[caState]
+	// Generated is true when LoadCA created a new self-signed root.
+	Generated bool
+}
+
+// caState is the CA as read from its files at one moment; never altered.
+type caState struct {
 	signer crypto.Signer
 	cert   *x509.Certificate   // signs leaves
 	inter  []*x509.Certificate // intermediates above cert, cert first when it is not a root
 	roots  []*x509.Certificate
-	// RootPEM is root-cert.pem as read (one or more roots).
+	// rootPEM is root-cert.pem as read (one or more roots).
 	rootPEM []byte
 	pool    *x509.CertPool
-	now     func() time.Time
-	// Generated is true when LoadCA created a new self-signed root.
-	Generated bool
+	// signerRoot is the root cert chains to.
+	signerRoot *x509.Certificate
+	// retired are the roots RotateRetire dropped (retired-roots.pem):
+	// a certificate chaining to one is refused with its own reason.
+	retired     []*x509.Certificate
+	retiredPool *x509.CertPool
+	// files is the content of every file read, to tell a change.
+	files []byte
+	gen   uint64
 }
 
 // LoadCA reads the CA from opts.Dir, generating a self-signed one there
@@ -88,22 +109,81 @@ func LoadCA(opts CAOptions) (*CA, error) {
 	default:
 		return nil, fmt.Errorf("CA %s: %w", opts.Dir, errors.Join(certErr, keyErr))
 	}
-	ca, err := readCA(opts)
+	st, err := readCA(opts)
 	if err != nil {
 		return nil, fmt.Errorf("CA %s: %w", opts.Dir, err)
 	}
-	ca.Generated = generated
+	ca := &CA{opts: opts, Generated: generated}
+	st.gen = 1
+	ca.st.Store(st)
 	return ca, nil
 }
 
-func readCA(opts CAOptions) (*CA, error) {
-	ca := &CA{now: opts.Now, pool: x509.NewCertPool()}
-	certs, err := readCerts(filepath.Join(opts.Dir, CACertFile), true)
+// Reload re-reads the CA's files and, when they changed and are good,
+// replaces what the CA signs with and trusts; it reports whether it did.
+// A bad or half-written set (a key that does not match its certificate
+// while a rotation step is being written) is an error and the CA keeps
+// its last good state, so the caller retries on its next poll.
+func (ca *CA) Reload() (bool, error) {
+	old := ca.st.Load()
+	_, sum, err := readFiles(ca.opts.Dir)
+	if err == nil && bytes.Equal(sum, old.files) {
+		return false, nil
+	}
+	st, err := readCA(ca.opts)
+	if err != nil {
+		return false, fmt.Errorf("CA %s: reload: %w", ca.opts.Dir, err)
+	}
+	if bytes.Equal(st.files, old.files) {
+		return false, nil
+	}
+	st.gen = old.gen + 1
+	ca.st.Store(st)
+	return true, nil
+}
+
+// Generation counts the CA's reloads that changed it (1 after LoadCA),
+// for callers that derive something from it (the TLS port's certificate,
+// remembered verifications).
+func (ca *CA) Generation() uint64 { return ca.st.Load().gen }
+
+// caFiles are the files a CA state is read from, in a fixed order.
+var caFiles = []string{CACertFile, CAKeyFile, RootCertFile, CertChainFile, RetiredRootsFile}
+
+// readFiles reads the CA's files once (a missing one is absent from the
+// map) and concatenates them with their names, to tell a change. A state
+// is parsed from this one read, never from a second look at the disk.
+func readFiles(dir string) (map[string][]byte, []byte, error) {
+	var b bytes.Buffer
+	files := map[string][]byte{}
+	for _, f := range caFiles {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(&b, "%s -\n", f)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		files[f] = data
+		fmt.Fprintf(&b, "%s %d\n", f, len(data))
+		b.Write(data)
+	}
+	return files, b.Bytes(), nil
+}
+
+func readCA(opts CAOptions) (*caState, error) {
+	files, sum, err := readFiles(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ca := &caState{pool: x509.NewCertPool(), retiredPool: x509.NewCertPool(), files: sum}
+	certs, err := readCerts(files, CACertFile, true)
 	if err != nil {
 		return nil, err
 	}
 	ca.cert = certs[0]
-	if ca.signer, err = readKey(filepath.Join(opts.Dir, CAKeyFile)); err != nil {
+	if ca.signer, err = readKey(files, CAKeyFile); err != nil {
 		return nil, err
 	}
 	if !publicKeysEqual(ca.signer.Public(), ca.cert.PublicKey) {
@@ -112,8 +192,9 @@ func readCA(opts CAOptions) (*CA, error) {
 	if !ca.cert.IsCA || ca.cert.KeyUsage&x509.KeyUsageCertSign == 0 {
 		return nil, fmt.Errorf("%s: not a CA certificate (needs basicConstraints CA:true and keyUsage certSign)", CACertFile)
 	}
-	if ca.rootPEM, err = os.ReadFile(filepath.Join(opts.Dir, RootCertFile)); err != nil {
-		return nil, err
+	ca.rootPEM = files[RootCertFile]
+	if ca.rootPEM == nil {
+		return nil, fmt.Errorf("%s: %w", RootCertFile, fs.ErrNotExist)
 	}
 	if ca.roots, err = parseCerts(ca.rootPEM, RootCertFile); err != nil {
 		return nil, err
@@ -121,7 +202,7 @@ func readCA(opts CAOptions) (*CA, error) {
 	for _, r := range ca.roots {
 		ca.pool.AddCert(r)
 	}
-	chain, err := readCerts(filepath.Join(opts.Dir, CertChainFile), false)
+	chain, err := readCerts(files, CertChainFile, false)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +214,13 @@ func readCA(opts CAOptions) (*CA, error) {
 			ca.inter = append(ca.inter, c)
 		}
 	}
-	now := ca.now()
+	if ca.retired, err = readCerts(files, RetiredRootsFile, false); err != nil {
+		return nil, err
+	}
+	for _, r := range ca.retired {
+		ca.retiredPool.AddCert(r)
+	}
+	now := opts.Now()
 	if now.After(ca.cert.NotAfter) {
 		return nil, fmt.Errorf("%s expired at %s", CACertFile, ca.cert.NotAfter.UTC().Format(time.RFC3339))
 	}
@@ -141,14 +228,16 @@ func readCA(opts CAOptions) (*CA, error) {
 	for _, c := range ca.inter {
 		inter.AddCert(c)
 	}
-	if _, err := ca.cert.Verify(x509.VerifyOptions{Roots: ca.pool, Intermediates: inter, CurrentTime: now,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+	chains, err := ca.cert.Verify(x509.VerifyOptions{Roots: ca.pool, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	if err != nil {
 		return nil, fmt.Errorf("%s does not chain to %s: %w", CACertFile, RootCertFile, err)
 	}
+	ca.signerRoot = chains[0][len(chains[0])-1]
 	return ca, nil
 }
 
-func (ca *CA) isRoot(c *x509.Certificate) bool {
+func (ca *caState) isRoot(c *x509.Certificate) bool {
 	for _, r := range ca.roots {
 		if r.Equal(c) {
 			return true
@@ -159,16 +248,27 @@ func (ca *CA) isRoot(c *x509.Certificate) bool {
 
 // Roots is the pool of trusted roots (root-cert.pem). Callers must not
 // alter it.
-func (ca *CA) Roots() *x509.CertPool { return ca.pool }
+func (ca *CA) Roots() *x509.CertPool { return ca.st.Load().pool }
 
-// RootPEM returns root-cert.pem as read.
-func (ca *CA) RootPEM() []byte { return bytes.Clone(ca.rootPEM) }
+// RootPEM returns root-cert.pem as read: every trusted root, the old and
+// the new one while a rotation overlaps them. It is the trust bundle
+// proxies get (last element of every CSR response, PCDS, vm bootstrap).
+func (ca *CA) RootPEM() []byte { return bytes.Clone(ca.st.Load().rootPEM) }
+
+// TrustedRoots returns every trusted root (root-cert.pem), parsed: the
+// one read-only accessor for the trust bundle. The slice is the
+// caller's; the certificates must not be altered.
+func (ca *CA) TrustedRoots() []*x509.Certificate { return slices.Clone(ca.st.Load().roots) }
+
+// SignerRoot is the root the signing certificate chains to (the new root
+// once a rotation is activated).
+func (ca *CA) SignerRoot() *x509.Certificate { return ca.st.Load().signerRoot }
 
 // Intermediates returns a pool of the certificates between a leaf and the
 // root.
 func (ca *CA) Intermediates() *x509.CertPool {
 	p := x509.NewCertPool()
-	for _, c := range ca.inter {
+	for _, c := range ca.st.Load().inter {
 		p.AddCert(c)
 	}
 	return p
@@ -187,9 +287,10 @@ func (ca *CA) SignWorkload(csr *x509.CertificateRequest, id ID, ttl time.Duratio
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
-	tmpl := ca.leafTemplate(ttl)
+	st := ca.st.Load()
+	tmpl := st.leafTemplate(ca.opts.Now(), ttl)
 	tmpl.URIs = append(tmpl.URIs, id.URL())
-	return ca.sign(tmpl, csr.PublicKey)
+	return st.sign(tmpl, csr.PublicKey)
 }
 
 // IssueWorkload issues a workload certificate for id with a fresh ECDSA
@@ -203,9 +304,10 @@ func (ca *CA) IssueWorkload(id ID, ttl time.Duration) (*Issued, crypto.Signer, e
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := ca.leafTemplate(ttl)
+	st := ca.st.Load()
+	tmpl := st.leafTemplate(ca.opts.Now(), ttl)
 	tmpl.URIs = append(tmpl.URIs, id.URL())
-	is, err := ca.sign(tmpl, key.Public())
+	is, err := st.sign(tmpl, key.Public())
 	return is, key, err
 }
 
@@ -216,17 +318,17 @@ func (ca *CA) SignServer(dnsNames []string, ips []net.IP, ttl time.Duration) (*I
 	if err != nil {
 		return nil, nil, err
 	}
-	tmpl := ca.leafTemplate(ttl)
+	st := ca.st.Load()
+	tmpl := st.leafTemplate(ca.opts.Now(), ttl)
 	tmpl.DNSNames, tmpl.IPAddresses = dnsNames, ips
 	if len(dnsNames) > 0 {
 		tmpl.Subject = pkix.Name{CommonName: dnsNames[0]}
 	}
-	is, err := ca.sign(tmpl, key.Public())
+	is, err := st.sign(tmpl, key.Public())
 	return is, key, err
 }
 
-func (ca *CA) leafTemplate(ttl time.Duration) *x509.Certificate {
-	now := ca.now()
+func (ca *caState) leafTemplate(now time.Time, ttl time.Duration) *x509.Certificate {
 	notAfter := now.Add(ttl)
 	if notAfter.After(ca.cert.NotAfter) {
 		notAfter = ca.cert.NotAfter // never outlive the signer
@@ -241,7 +343,7 @@ func (ca *CA) leafTemplate(ttl time.Duration) *x509.Certificate {
 	}
 }
 
-func (ca *CA) sign(tmpl *x509.Certificate, pub crypto.PublicKey) (*Issued, error) {
+func (ca *caState) sign(tmpl *x509.Certificate, pub crypto.PublicKey) (*Issued, error) {
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.signer)
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)

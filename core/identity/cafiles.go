@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -96,20 +95,17 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// readCerts reads a PEM file of certificates; a missing optional file is
-// no certificates.
-func readCerts(path string, required bool) ([]*x509.Certificate, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) && !required {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+// readCerts parses a PEM file of certificates read into files (nil when
+// missing); a missing or empty optional file is no certificates.
+func readCerts(files map[string][]byte, name string, required bool) ([]*x509.Certificate, error) {
+	data, ok := files[name]
+	if !ok && required {
+		return nil, fmt.Errorf("%s: %w", name, fs.ErrNotExist)
 	}
 	if !required && len(data) == 0 {
 		return nil, nil
 	}
-	return parseCerts(data, filepath.Base(path))
+	return parseCerts(data, name)
 }
 
 func parseCerts(data []byte, name string) ([]*x509.Certificate, error) {
@@ -135,13 +131,14 @@ func parseCerts(data []byte, name string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// readKey reads a PEM private key (PKCS#8, PKCS#1 RSA or SEC 1 EC).
-func readKey(path string) (crypto.Signer, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+// readKey parses a PEM private key (PKCS#8, PKCS#1 RSA or SEC 1 EC) read
+// into files.
+func readKey(files map[string][]byte, name string) (crypto.Signer, error) {
+	data, ok := files[name]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", name, fs.ErrNotExist)
 	}
-	name := filepath.Base(path)
+	var err error
 	b, _ := pem.Decode(data)
 	if b == nil {
 		return nil, fmt.Errorf("%s: no PEM block", name)
