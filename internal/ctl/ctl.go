@@ -87,8 +87,14 @@ func lookup(name string) *Verb {
 func onboardCmd(name string) func(*Env, []string) int {
 	return func(e *Env, args []string) int {
 		if len(args) == 0 || isHelp(args[0]) {
+			// Asked for: every subcommand's flags and examples on stdout;
+			// missing: the short usage on stderr.
+			if helpCode(args) == 0 {
+				onboard.Help(e.Stdout, name)
+				return 0
+			}
 			fmt.Fprint(e.Stderr, "usage:\n", onboard.Usage)
-			return helpCode(args)
+			return 2
 		}
 		return onboard.Main(append([]string{name}, args...), e.Stdout, e.Stderr)
 	}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/baremesh/baremesh/internal/daemon"
 )
@@ -28,11 +29,17 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.stateDir, "state-dir", "", "state directory (default: the config's stateDir, "+daemon.Defaults().StateDir+")")
 }
 
-// load reads the daemon's config; a missing default file means defaults.
+// load reads the daemon's config. A missing config file is an error
+// naming it, unless it is the default one and --state-dir is given (the
+// token commands need nothing else): falling back to the packaged
+// defaults would touch a state directory the running daemon may not use.
 func (c *common) load() (daemon.Config, error) {
 	cfg, err := daemon.ReadFile(c.config)
-	if errors.Is(err, fs.ErrNotExist) && c.config == daemon.DefaultConfigFile {
+	if errors.Is(err, fs.ErrNotExist) && c.config == daemon.DefaultConfigFile && c.stateDir != "" {
 		cfg, err = daemon.Defaults(), nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, fmt.Errorf("config file %s not found: pass --config FILE, the baremesh.yaml baremeshd runs with (or --state-dir DIR for the token commands)", c.config)
 	}
 	if err != nil {
 		return cfg, err
@@ -45,31 +52,104 @@ func (c *common) load() (daemon.Config, error) {
 
 func tokenDir(cfg daemon.Config) string { return filepath.Join(cfg.StateDir, "tokens") }
 
+// subcommand is one "token ..." or "vm ..." command.
+type subcommand struct {
+	name string // "token create"
+	run  func(args []string, stdout, stderr io.Writer) int
+}
+
+var subcommands = []subcommand{
+	{"token create", tokenCreate},
+	{"token list", tokenList},
+	{"token revoke", tokenRevoke},
+	{"vm bootstrap", vmBootstrap},
+}
+
 // Main runs "token ..." or "vm ..." (args start with the command name).
+// Flags may come before the subcommand (token --config F create).
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) >= 2 {
-		switch args[0] + " " + args[1] {
-		case "token create":
-			return tokenCreate(args[2:], stdout, stderr)
-		case "token list":
-			return tokenList(args[2:], stdout, stderr)
-		case "token revoke":
-			return tokenRevoke(args[2:], stdout, stderr)
-		case "vm bootstrap":
-			return vmBootstrap(args[2:], stdout, stderr)
+		if i := verbIndex(args[1:]); i >= 0 {
+			name := args[0] + " " + args[1+i]
+			for _, sc := range subcommands {
+				if sc.name == name {
+					rest := append(append([]string{}, args[1:1+i]...), args[2+i:]...)
+					return sc.run(rest, stdout, stderr)
+				}
+			}
 		}
 	}
 	fmt.Fprint(stderr, Usage)
 	return 2
 }
 
+// verbIndex finds the subcommand among args: the first argument that is
+// neither a flag nor a flag's value (every flag of these commands takes
+// a value but --envoy, --autoregister, --capture-dns and help).
+func verbIndex(args []string) int {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return i
+		}
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		switch name {
+		case "envoy", "autoregister", "capture-dns", "h", "help":
+			continue
+		}
+		i++ // the flag's value
+	}
+	return -1
+}
+
+// Help writes the usage, flags and examples of command ("token" or "vm")
+// to w.
+func Help(w io.Writer, command string) {
+	for _, sc := range subcommands {
+		if strings.HasPrefix(sc.name, command+" ") {
+			sc.run([]string{"-h"}, w, w)
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// flags makes a subcommand's flag set; -h prints its usage, flags and
+// examples and exits 0 (see parseFlags).
+func flags(name, synopsis, examples string, stderr io.Writer) *flag.FlagSet {
+	f := flag.NewFlagSet(name, flag.ContinueOnError)
+	f.SetOutput(stderr)
+	f.Usage = func() {
+		fmt.Fprintf(f.Output(), "usage: baremeshctl %s %s\n\nflags:\n", name, synopsis)
+		f.PrintDefaults()
+		if examples != "" {
+			fmt.Fprintf(f.Output(), "\nexamples:\n%s", examples)
+		}
+	}
+	return f
+}
+
+// parseFlags parses args; ok false means return code (0 after -h).
+func parseFlags(f *flag.FlagSet, args []string) (code int, ok bool) {
+	if err := f.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}
+
 // Usage lists the commands.
 const Usage = `       baremeshctl token create --namespace NS --service-account SA [--group WG] [--ttl 1h] [--uses N]
        baremeshctl token list
        baremeshctl token revoke ID
-       baremeshctl vm bootstrap --namespace NS --group WG --out DIR [--address HOST:PORT] [--ttl 1h] [--uses N]
-       baremeshctl vm bootstrap --envoy --ip VM_IP --namespace NS --group WG --out DIR [--address XDS_HOST:PORT] [--name NAME]
-       (token and vm take --config FILE (default /etc/baremesh/baremesh.yaml) and --state-dir DIR)
+       baremeshctl vm bootstrap --namespace NS --group WG --out DIR [--address HOST:PORT] [--ttl 1h] [--uses N] [--autoregister=false]
+       baremeshctl vm bootstrap --envoy --ip VM_IP --namespace NS --group WG --out DIR [--address TLS_HOST:PORT] [--name NAME] [--ttl 8760h]
+       (token and vm take --config FILE (default /etc/baremesh/baremesh.yaml) and --state-dir DIR, before or after the subcommand;
+        baremeshctl help token, baremeshctl help vm: every flag, with examples)
 `
 
 func fail(stderr io.Writer, err error) int {

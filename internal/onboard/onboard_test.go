@@ -92,11 +92,13 @@ func TestVMBootstrapFiles(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(dir, "state", "ca"), 0o700))
 	must(t, os.WriteFile(filepath.Join(dir, "state", "ca", "root-cert.pem"), []byte("ROOT\n"), 0o644))
 	if rc, _, stderr := ctl("vm", "bootstrap", "--config", cfg, "--namespace", "bookinfo", "--group", "nope", "--out", out); rc != 1 ||
-		!strings.Contains(stderr, "WorkloadGroup bookinfo/nope not found in ["+filepath.Join(dir, "conf.d")+"]") {
+		!strings.Contains(stderr, "WorkloadGroup bookinfo/nope not found in the config directories "+filepath.Join(dir, "conf.d")) {
 		t.Fatalf("unknown group: %d %s", rc, stderr)
 	}
+	// Registration is the default (no --autoregister), so a VM onboarded as
+	// the README says gets its WorkloadEntry and its health counts.
 	rc, _, stderr = ctl("vm", "bootstrap", "--config", cfg, "--namespace", "bookinfo", "--group", "reviews", "--out", out,
-		"--address", "mesh.example.org:443", "--autoregister")
+		"--address", "mesh.example.org:443")
 	if rc != 0 {
 		t.Fatalf("bootstrap: %d %s", rc, stderr)
 	}

@@ -1,9 +1,11 @@
 package onboard
 
 import (
-	"flag"
+	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -11,8 +13,9 @@ import (
 )
 
 func tokenCreate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flags("token create", "--namespace NS --service-account SA [--group WG] [--ttl 1h] [--uses N]",
+		"  baremeshctl token create --namespace bookinfo --service-account reviews --group reviews --ttl 2h --uses 1\n"+
+			"  baremeshctl token --config /etc/baremesh/baremesh.yaml create --namespace bookinfo --service-account reviews\n", stderr)
 	var c common
 	c.register(fs)
 	var spec identity.TokenSpec
@@ -21,8 +24,8 @@ func tokenCreate(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&spec.Group, "group", "", "WorkloadGroup the workload joins (recorded, shown on /debug/certz)")
 	fs.DurationVar(&spec.TTL, "ttl", time.Hour, "how long the token can be used")
 	fs.IntVar(&spec.MaxUses, "uses", 0, "how many certificates it can buy (0: any number within its ttl)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if spec.Namespace == "" || spec.ServiceAccount == "" || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "baremeshctl token create: --namespace and --service-account are required")
@@ -42,16 +45,24 @@ func tokenCreate(args []string, stdout, stderr io.Writer) int {
 }
 
 func tokenList(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("token list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flags("token list", "", "  baremeshctl token list --config /etc/baremesh/baremesh.yaml\n", stderr)
 	var c common
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "baremeshctl token list: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	cfg, err := c.load()
 	if err != nil {
 		return fail(stderr, err)
+	}
+	// Listing reads: a state directory without a token store stays as it is.
+	if _, err := os.Stat(tokenDir(cfg)); errors.Is(err, iofs.ErrNotExist) {
+		fmt.Fprintf(stderr, "no tokens: %s does not exist (no token was made with this state directory)\n", tokenDir(cfg))
+		return 0
 	}
 	recs, err := (&identity.TokenStore{Dir: tokenDir(cfg)}).List()
 	if err != nil {
@@ -73,18 +84,17 @@ func tokenList(args []string, stdout, stderr io.Writer) int {
 }
 
 func tokenRevoke(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("token revoke", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flags("token revoke", "ID", "  baremeshctl token revoke 3f9a0c1d2e4b5a69 --config /etc/baremesh/baremesh.yaml\n", stderr)
 	var c common
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	var id string
 	if fs.NArg() > 0 { // flags may also follow the ID
 		id = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
-			return 2
+		if code, ok := parseFlags(fs, fs.Args()[1:]); !ok {
+			return code
 		}
 	}
 	if id == "" || fs.NArg() != 0 {
@@ -94,6 +104,9 @@ func tokenRevoke(args []string, stdout, stderr io.Writer) int {
 	cfg, err := c.load()
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if _, err := os.Stat(tokenDir(cfg)); errors.Is(err, iofs.ErrNotExist) {
+		return fail(stderr, fmt.Errorf("join token unknown: %s (%s does not exist: is --config the file baremeshd runs with?)", id, tokenDir(cfg)))
 	}
 	rec, err := (&identity.TokenStore{Dir: tokenDir(cfg)}).Revoke(id)
 	if err != nil {

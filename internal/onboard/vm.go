@@ -3,7 +3,6 @@ package onboard
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -42,29 +41,39 @@ type vmOptions struct {
 // entry configure` does: cluster.env, mesh.yaml, root-cert.pem, istio-token
 // (a join token for the group's service account) and hosts.
 func vmBootstrap(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vm bootstrap", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flags("vm bootstrap", "--namespace NS --group WG --out DIR [--address HOST:PORT] [--ttl 1h] [--uses N] [--autoregister=false]\n"+
+		"       baremeshctl vm bootstrap --envoy --ip VM_IP --namespace NS --group WG --out DIR [--address HOST:PORT] [--name NAME] [--ttl 8760h]",
+		"  # Istio's agent on the VM (copy the files where Istio's VM guide says):\n"+
+			"  baremeshctl vm bootstrap --config /etc/baremesh/baremesh.yaml --namespace bookinfo --group reviews --out vm-files --address 10.0.0.1:15012\n"+
+			"  # Envoy alone on the VM (xDS on the TLS port, the join token as its credential):\n"+
+			"  baremeshctl vm bootstrap --config /etc/baremesh/baremesh.yaml --envoy --ip 10.0.0.11 --name reviews-vm-1 --namespace bookinfo --group reviews --address 10.0.0.1:15012 --out vm-files\n", stderr)
 	var c common
 	c.register(fs)
 	var o vmOptions
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the WorkloadGroup (required)")
 	fs.StringVar(&o.group, "group", "", "WorkloadGroup name, read from the config directories (required)")
 	fs.StringVar(&o.out, "out", "", "output directory (required)")
-	fs.StringVar(&o.address, "address", "", "baremeshd's TLS address as the VM reaches it, HOST:PORT (default: this host's name and tlsAddr's port)")
+	fs.StringVar(&o.address, "address", "", "baremeshd's TLS address (tlsAddr) as the VM reaches it, HOST:PORT (default: this host's name and tlsAddr's port)")
 	fs.StringVar(&o.clusterID, "cluster-id", "Kubernetes", "ISTIO_META_CLUSTER_ID")
-	fs.DurationVar(&o.ttl, "ttl", time.Hour, "join token lifetime (the first certificate must be fetched within it)")
+	fs.DurationVar(&o.ttl, "ttl", 0, "join token lifetime (default 1h: the first certificate must be fetched within it; with --envoy 8760h: the token is Envoy's credential on every connection)")
 	fs.IntVar(&o.uses, "uses", 0, "join token uses (0: any number within its ttl)")
-	fs.BoolVar(&o.autoRegister, "autoregister", false, "set ISTIO_META_AUTO_REGISTER_GROUP (a WorkloadEntry is made on connect)")
+	fs.BoolVar(&o.autoRegister, "autoregister", true, "set ISTIO_META_AUTO_REGISTER_GROUP: the VM gets a WorkloadEntry from the group's template while connected, and its health reports count (--autoregister=false if you write its WorkloadEntry yourself)")
 	fs.BoolVar(&o.dnsCapture, "capture-dns", true, "set ISTIO_META_DNS_CAPTURE")
-	fs.BoolVar(&o.envoy, "envoy", false, "write envoy-bootstrap.yaml for Envoy without Istio's agent (plain xDS to xdsAddr; --address is then the xDS address)")
+	fs.BoolVar(&o.envoy, "envoy", false, "write envoy-bootstrap.yaml and root-cert.pem for Envoy without Istio's agent (ADS over TLS to --address, the join token as its bearer credential)")
 	fs.StringVar(&o.ip, "ip", "", "with --envoy: the VM's IP address (required)")
 	fs.StringVar(&o.name, "name", "", "with --envoy: the workload's name in the node ID (default GROUP-IP)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if o.namespace == "" || o.group == "" || o.out == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "baremeshctl vm bootstrap: --namespace, --group and --out are required")
+		fmt.Fprintln(stderr, "baremeshctl vm bootstrap: --namespace, --group and --out are required (baremeshctl vm bootstrap -h: every flag, with examples)")
 		return 2
+	}
+	if o.ttl == 0 {
+		o.ttl = time.Hour
+		if o.envoy {
+			o.ttl = 365 * 24 * time.Hour
+		}
 	}
 	cfg, err := c.load()
 	if err != nil {
@@ -178,7 +187,7 @@ func bootstrap(cfg daemon.Config, o vmOptions, stderr io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "join token %s for %s/%s (group %s) expires %s; it buys the first certificate, renewals use the certificate\n",
+	fmt.Fprintf(stderr, "join token %s for %s/%s (group %s) expires %s; it buys the first certificate, and Istio's agent presents it on renewals over the connection it keeps until it is refused, then renews with its certificate\n",
 		rec.ID, o.namespace, sa, o.group, rec.Expires.Format(time.RFC3339))
 	return nil
 }
@@ -239,7 +248,10 @@ func findGroup(dirs []string, ns, name string) (*networking.WorkloadGroup, map[s
 		}
 	}
 	if found == nil {
-		return nil, nil, fmt.Errorf("WorkloadGroup %s/%s not found in %v", ns, name, dirs)
+		if len(dirs) == 0 {
+			return nil, nil, fmt.Errorf("WorkloadGroup %s/%s: the config names no configDirs to read it from (is --config the baremesh.yaml baremeshd runs with?)", ns, name)
+		}
+		return nil, nil, fmt.Errorf("WorkloadGroup %s/%s not found in the config directories %s", ns, name, strings.Join(dirs, ", "))
 	}
 	wg := found.Spec.(*networking.WorkloadGroup)
 	labels := map[string]string{}
