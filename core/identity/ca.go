@@ -279,6 +279,10 @@ func (ca *CA) Intermediates() *x509.CertPool {
 type Issued struct {
 	Cert  *x509.Certificate
 	Chain []string
+	// Root is the root Cert chains to; Bundle every root sent with it
+	// (root-cert.pem, the chain's last element).
+	Root   *x509.Certificate
+	Bundle []*x509.Certificate
 }
 
 // SignWorkload signs a checked CSR (ParseCSR) for id, valid for ttl from
@@ -357,7 +361,7 @@ func (ca *caState) sign(tmpl *x509.Certificate, pub crypto.PublicKey) (*Issued, 
 		chain = append(chain, encodeCert(c))
 	}
 	chain = append(chain, string(ca.rootPEM))
-	return &Issued{Cert: cert, Chain: chain}, nil
+	return &Issued{Cert: cert, Chain: chain, Root: ca.signerRoot, Bundle: ca.roots}, nil
 }
 
 func encodeCert(c *x509.Certificate) string {

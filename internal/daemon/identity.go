@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -164,6 +166,48 @@ func (d *Daemon) TLSAddr() string {
 		return ""
 	}
 	return d.id.lis.Addr().String()
+}
+
+// caReloadInterval is how often the CA directory is re-read: a root
+// rotation step (baremeshctl ca rotate) reaches every replica reading the
+// directory within it.
+const caReloadInterval = time.Second
+
+// watchCA re-reads the CA's files until ctx ends; a change (a rotation
+// step) replaces what the CA signs with and trusts, and the new trust
+// bundle goes to every proxy over PCDS. A half-written or bad set is
+// logged (once per distinct error) and the last good CA stays.
+func (p *identityParts) watchCA(ctx context.Context, d *Daemon) {
+	log := d.log.With("component", "ca")
+	t := time.NewTicker(caReloadInterval)
+	defer t.Stop()
+	lastErr := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed, err := p.ca.Reload()
+		if err != nil {
+			if err.Error() != lastErr {
+				log.Warn("CA files not reloaded; keeping the last good CA", "err", err)
+			}
+			lastErr = err.Error()
+			continue
+		}
+		lastErr = ""
+		if !changed {
+			continue
+		}
+		var roots []string
+		for _, r := range p.ca.TrustedRoots() {
+			roots = append(roots, identity.Fingerprint(r))
+		}
+		log.Info("CA reloaded", "dir", d.cfg.CADir(), "trusted", roots, "signer", identity.Fingerprint(p.ca.SignerRoot()),
+			"generation", p.ca.Generation())
+		d.pipeline.SetTrustRoots(p.ca.RootPEM())
+	}
 }
 
 func (p *identityParts) serve(log *slog.Logger) {

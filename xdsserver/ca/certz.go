@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/baremesh/baremesh/core/identity"
 )
 
 // Record is one issued certificate as /debug/certz shows it.
@@ -20,6 +22,21 @@ type Record struct {
 	With   string `json:"with"`
 	Group  string `json:"group,omitempty"`
 	Peer   string `json:"peer,omitempty"`
+	// Root is the fingerprint (identity.Fingerprint) of the root the
+	// certificate chains to; Bundle those of the roots it was sent as its
+	// trust bundle (two while a root rotation overlaps them).
+	Root   string   `json:"root,omitempty"`
+	Bundle []string `json:"bundle,omitempty"`
+}
+
+// Certz is /debug/certz: the roots this replica's CA trusts and signs
+// under (fingerprints, identity.Fingerprint), how many times it reloaded,
+// and the certificates it issued, newest first.
+type Certz struct {
+	Trusted    []string `json:"trusted"`
+	Signer     string   `json:"signer"`
+	Generation uint64   `json:"generation"`
+	Issued     []Record `json:"issued"`
 }
 
 // certz keeps the most recent issued certificates in a ring.
@@ -59,8 +76,11 @@ func (s *Server) CertzHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(struct {
-			Issued []Record `json:"issued"`
-		}{s.Certz()})
+		ca := s.opts.CA
+		var trusted []string
+		for _, r := range ca.TrustedRoots() {
+			trusted = append(trusted, identity.Fingerprint(r))
+		}
+		_ = enc.Encode(Certz{Trusted: trusted, Signer: identity.Fingerprint(ca.SignerRoot()), Generation: ca.Generation(), Issued: s.Certz()})
 	})
 }

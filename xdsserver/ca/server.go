@@ -12,6 +12,7 @@ package ca
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -186,10 +187,19 @@ func (s *Server) CreateCertificate(ctx context.Context, req *pb.IstioCertificate
 	s.certz.add(Record{
 		Identity: want.String(), Serial: issued.Cert.SerialNumber.Text(16), NotAfter: issued.Cert.NotAfter,
 		Issued: time.Now().UTC(), Method: caller.Method, With: caller.Detail, Group: caller.Group, Peer: creds.Peer,
+		Root: identity.Fingerprint(issued.Root), Bundle: fingerprints(issued.Bundle),
 	})
 	log.Info("certificate issued", "identity", want.String(), "serial", issued.Cert.SerialNumber.Text(16),
 		"notAfter", issued.Cert.NotAfter.UTC().Format(time.RFC3339))
 	return &pb.IstioCertificateResponse{CertChain: issued.Chain}, nil
+}
+
+func fingerprints(cs []*x509.Certificate) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = identity.Fingerprint(c)
+	}
+	return out
 }
 
 // refuse logs and counts a refusal and returns the gRPC status for it.

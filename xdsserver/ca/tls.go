@@ -50,12 +50,17 @@ type rotator struct {
 	mu    sync.Mutex
 	cert  *tls.Certificate
 	renew time.Time
+	gen   uint64 // the CA's Generation cert was issued under
 }
 
 func (r *rotator) get() (*tls.Certificate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cert != nil && time.Now().Before(r.renew) {
+	// Re-issued when the CA reloaded (a root rotation step): after
+	// activate the port's certificate comes from the new root, which
+	// agents trust since they renewed once after prepare.
+	gen := r.ca.Generation()
+	if r.cert != nil && r.gen == gen && time.Now().Before(r.renew) {
 		return r.cert, nil
 	}
 	is, key, err := r.ca.SignServer(r.dns, r.ips, ServerCertTTL)
@@ -68,7 +73,7 @@ func (r *rotator) get() (*tls.Certificate, error) {
 		c.Certificate = append(c.Certificate, pemDER(p))
 	}
 	life := is.Cert.NotAfter.Sub(is.Cert.NotBefore)
-	r.cert, r.renew = c, is.Cert.NotBefore.Add(life*2/3)
+	r.cert, r.renew, r.gen = c, is.Cert.NotBefore.Add(life*2/3), gen
 	return c, nil
 }
 
