@@ -58,8 +58,27 @@ var typeURLs = func() map[protoreflect.FullName]string {
 	return out
 }()
 
-// ADS is a ConfigSource pointing at the ADS stream, version 3.
+// ADS is a ConfigSource pointing at the ADS stream, version 3, with
+// initial_fetch_timeout 0s, as istiod writes every config source of
+// resources it always serves (a cluster's EDS, an HTTP connection
+// manager's RDS, the workload certificate): Envoy waits for them instead
+// of warming the cluster or listener without its endpoints, routes or
+// certificate after its default 15s. Secrets named by a credentialName
+// take CredentialSDS instead.
 func ADS() *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		InitialFetchTimeout:   &durationpb.Duration{},
+		ResourceApiVersion:    corev3.ApiVersion_V3,
+	}
+}
+
+// CredentialSDS is the ADS ConfigSource of a secret named by a
+// DestinationRule's or Gateway's credentialName: Envoy's default initial
+// fetch timeout (15s), as istiod's SDSAdsConfig, because the secret may
+// not exist, and waiting for it forever would keep the whole listener or
+// cluster from warming.
+func CredentialSDS() *corev3.ConfigSource {
 	return &corev3.ConfigSource{
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
 		ResourceApiVersion:    corev3.ApiVersion_V3,
@@ -113,7 +132,8 @@ func WorkloadSDS(p *Proxy) *corev3.ConfigSource {
 		return ADS()
 	}
 	return &corev3.ConfigSource{
-		ResourceApiVersion: corev3.ApiVersion_V3,
+		ResourceApiVersion:  corev3.ApiVersion_V3,
+		InitialFetchTimeout: &durationpb.Duration{},
 		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
 			ApiType:                   corev3.ApiConfigSource_GRPC,
 			TransportApiVersion:       corev3.ApiVersion_V3,

@@ -25,12 +25,14 @@ const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolO
 // outboundCluster builds "outbound|PORT|SUBSET|HOST".
 func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset string, labels map[string]string, policy *networking.TrafficPolicy) *clusterv3.Cluster {
 	name := gen.ClusterName(gen.Outbound, p.Number, subset, svc.Hostname)
-	c := &clusterv3.Cluster{Name: name, ConnectTimeout: connectTimeout(v, policy)}
+	c := &clusterv3.Cluster{Name: name}
 	proxyless := v.Proxy.Proxyless
+	if !proxyless {
+		c.ConnectTimeout = connectTimeout(v, policy) // gRPC has its own connect timeouts and reads none
+	}
 	switch {
 	case svc.Resolution == model.ClientSideLB:
-		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
-		c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: gen.ADS(), ServiceName: name}
+		edsConfig(c, proxyless)
 	case svc.Resolution == model.Passthrough || strings.HasPrefix(svc.Hostname, "*"):
 		if proxyless {
 			return eds0(c) // grpc-go has no ORIGINAL_DST: an empty EDS cluster
@@ -58,10 +60,25 @@ func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset str
 }
 
 func eds0(c *clusterv3.Cluster) *clusterv3.Cluster {
-	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
-	c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: gen.ADS(), ServiceName: c.Name}
+	edsConfig(c, true)
 	return c
 }
+
+// edsConfig makes c an EDS cluster over ADS. An Envoy waits for its
+// endpoints (gen.ADS: initial_fetch_timeout 0s); a proxyless client gets
+// the bare ADS source istiod's grpcgen gives it (gRPC reads neither the
+// timeout nor the API version).
+func edsConfig(c *clusterv3.Cluster, proxyless bool) {
+	src := gen.ADS()
+	if proxyless {
+		src = grpcADS
+	}
+	c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS}
+	c.EdsClusterConfig = &clusterv3.Cluster_EdsClusterConfig{EdsConfig: src, ServiceName: c.Name}
+}
+
+// grpcADS is a proxyless client's EDS config source. Shared, never altered.
+var grpcADS = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
 
 // dnsAssignment inlines the endpoints of a DNS cluster: the service's
 // endpoint addresses, or the hostname itself when it has none (Istio's

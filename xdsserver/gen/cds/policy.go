@@ -27,7 +27,32 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 	applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
 	c.CircuitBreakers = circuitBreakers(policy.GetConnectionPool(), proxyless)
 	c.TypedExtensionProtocolOptions = protocolOptions(p, policy, proxyless)
+	if !proxyless {
+		panicModeOff(c)
+	}
 }
+
+// panicModeOff sets a healthy panic threshold of 0% where no outlier
+// detection's minHealthPercent set one: istiod's applyLoadBalancer does
+// so on every outbound Envoy cluster (PILOT_AUTO_SEND_UNHEALTHY_ENDPOINTS
+// is on by default), so that with most hosts unhealthy or ejected Envoy
+// keeps to the healthy ones instead of spreading over all of them
+// (Envoy's default: panic below 50% healthy). Call it last.
+func panicModeOff(c *clusterv3.Cluster) {
+	switch {
+	case c.CommonLbConfig == nil:
+		c.CommonLbConfig = noPanicLB
+	case c.CommonLbConfig.HealthyPanicThreshold == nil:
+		c.CommonLbConfig.HealthyPanicThreshold = zeroPercent
+	}
+}
+
+// Shared by every cluster that has no other common LB settings; never
+// altered (panicModeOff runs after everything that sets a field).
+var (
+	zeroPercent = &typev3.Percent{}
+	noPanicLB   = &clusterv3.Cluster_CommonLbConfig{HealthyPanicThreshold: zeroPercent}
+)
 
 // applyLB maps Istio's load balancer settings. Istio's default is
 // LEAST_REQUEST; proxyless gRPC gets ROUND_ROBIN, for MAGLEV and RANDOM,

@@ -1,6 +1,7 @@
 package cds
 
 import (
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -10,6 +11,9 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
@@ -19,14 +23,42 @@ import (
 // the local application, so capture rules can exempt them.
 const inboundBindAddress = "127.0.0.6"
 
+// passthrough is PassthroughCluster: HTTP routed to it (an HTTP port's
+// allow-any route) goes upstream in the protocol it came in, and idle
+// upstream connections close after 5 minutes, as istiod's
+// passthroughHttpProtocolOptions.
 func passthrough() *clusterv3.Cluster {
+	c := originalDst(gen.PassthroughCluster)
+	c.TypedExtensionProtocolOptions = passthroughHTTPOptions
+	return c
+}
+
+func originalDst(name string) *clusterv3.Cluster {
 	return &clusterv3.Cluster{
-		Name: gen.PassthroughCluster, ConnectTimeout: gen.Duration(10 * time.Second),
+		Name: name, ConnectTimeout: gen.Duration(10 * time.Second),
 		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		CircuitBreakers:      defaultCircuitBreakers,
 	}
 }
+
+// Shared, never altered.
+var (
+	passthroughHTTPOptions = map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(&httpv3.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: gen.Duration(5 * time.Minute)},
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+			HttpProtocolOptions: &corev3.Http1ProtocolOptions{}, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+		}},
+	})}
+	// noCleanup is istiod's cleanup interval of inbound ORIGINAL_DST
+	// clusters: the longest a Duration holds (~292 years), so the one
+	// host, the application, is never dropped and reconnected every 5s
+	// (Envoy's default).
+	noCleanup = &durationpb.Duration{Seconds: (math.MaxInt64 - 999999999) / 1_000_000_000}
+	// emptyLB is the common_lb_config istiod writes on inbound clusters:
+	// all defaults.
+	emptyLB = &clusterv3.Cluster_CommonLbConfig{}
+)
 
 func blackhole() *clusterv3.Cluster {
 	return &clusterv3.Cluster{
@@ -74,11 +106,12 @@ func inboundPassthrough(p *gen.Proxy) *clusterv3.Cluster {
 // (istio/istio pilot/pkg/networking/core/cluster.go, cluster_builder.go).
 // A defaultEndpoint that does not parse gives no cluster (nil), as there.
 func inboundCluster(inst scope.Instance, v *scope.View) *clusterv3.Cluster {
-	c := passthrough()
-	c.Name = gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")
+	c := originalDst(gen.ClusterName(gen.Inbound, inst.TargetPort, "", ""))
 	c.UpstreamBindConfig = bindLocal(v.Proxy)
 	c.TypedExtensionProtocolOptions = protocolOptions(inst.Port, nil, v.Proxy.Proxyless)
+	c.CommonLbConfig = emptyLB
 	if inst.Endpoint == "" {
+		c.CleanupInterval = noCleanup
 		return c
 	}
 	addr, loopback, ok := ingressEndpoint(inst.Endpoint, v.Proxy.IPs)

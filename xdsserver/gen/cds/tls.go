@@ -48,7 +48,12 @@ var (
 		TransportSocket: &corev3.TransportSocket{Name: "envoy.transport_sockets.raw_buffer",
 			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(&rawbufferv3.RawBuffer{})}}}
 	istioTLSParams = &tlsv3.TlsParameters{TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3}
-	istioALPN      = []string{"istio-peer-exchange", "istio"}
+	// ALPN of Istio mTLS; an HTTP/2 cluster adds h2 (istiod's
+	// ALPNInMeshH2WithMxc), so the server side need not guess the
+	// protocol, and a DestinationRule's SIMPLE or MUTUAL TLS offers h2 alone.
+	istioALPN   = []string{"istio-peer-exchange", "istio"}
+	istioALPNH2 = []string{"istio-peer-exchange", "istio", "h2"}
+	alpnH2      = []string{"h2"}
 	// Istio's SDS secrets, from the agent or over ADS (gen.WorkloadSDS).
 	agentDefault, agentRoot = sdsSecrets(&gen.Proxy{IstioVersion: "agent"})
 	adsDefault, adsRoot     = sdsSecrets(&gen.Proxy{})
@@ -93,7 +98,7 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 				vc = nil // the credential's ca.crt, as SDS "NAME-cacert"
 				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 					DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(t.GetSubjectAltNames())},
-					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: t.GetCredentialName() + "-cacert", SdsConfig: gen.ADS()},
+					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: t.GetCredentialName() + "-cacert", SdsConfig: gen.CredentialSDS()},
 				}}
 			default:
 				vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: "/etc/ssl/certs/ca-certificates.crt"}}
@@ -102,9 +107,12 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
 			}
 		}
+		if p.Protocol.IsHTTP2() {
+			ctx.CommonTlsContext.AlpnProtocols = alpnH2
+		}
 		if t.GetMode() == networking.ClientTLSSettings_MUTUAL {
 			if cred := t.GetCredentialName(); cred != "" {
-				ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: cred, SdsConfig: gen.ADS()}}
+				ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: cred, SdsConfig: gen.CredentialSDS()}}
 			} else {
 				ctx.CommonTlsContext.TlsCertificates = []*tlsv3.TlsCertificate{{
 					CertificateChain: file(t.GetClientCertificate()), PrivateKey: file(t.GetPrivateKey()),
@@ -128,9 +136,13 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 		if t.GetInsecureSkipVerify().GetValue() {
 			vc = &tlsv3.CertificateValidationContext{}
 		}
+		alpn := istioALPN
+		if p.Protocol.IsHTTP2() {
+			alpn = istioALPNH2
+		}
 		ctx = &tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: &tlsv3.CommonTlsContext{
 			TlsParams:                      istioTLSParams,
-			AlpnProtocols:                  istioALPN,
+			AlpnProtocols:                  alpn,
 			TlsCertificateSdsSecretConfigs: def,
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         vc,

@@ -194,7 +194,7 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, t *networking.Server
 	// constant parts (ALPN, the ADS config source) are safe to reference.
 	common := &tlsv3.CommonTlsContext{AlpnProtocols: gatewayALPN}
 	if k.cred != "" {
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: k.cred, SdsConfig: sharedADS}}
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: k.cred, SdsConfig: gen.CredentialSDS()}}
 	} else if k.cert != "" {
 		common.TlsCertificates = []*tlsv3.TlsCertificate{{
 			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cert}},
@@ -209,7 +209,7 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, t *networking.Server
 				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cacs}},
 			}}
 		} else if k.cred != "" {
-			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: k.cred + "-cacert", SdsConfig: sharedADS}}
+			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: k.cred + "-cacert", SdsConfig: gen.CredentialSDS()}}
 		}
 	}
 	ts := &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
