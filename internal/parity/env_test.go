@@ -169,7 +169,7 @@ func gvr(obj map[string]any) schema.GroupVersionResource {
 	u := unstructured.Unstructured{Object: obj}
 	gvk := u.GroupVersionKind()
 	plural := strings.ToLower(gvk.Kind) + "s"
-	if strings.HasSuffix(plural, "ys") {
+	if strings.HasSuffix(plural, "ys") && !strings.HasSuffix(plural, "ays") { // policies, not gateways
 		plural = strings.TrimSuffix(plural, "ys") + "ies"
 	}
 	return schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: plural}
@@ -212,7 +212,7 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 			for d := range work {
 				rv, err := i.put(ctx, d, existed[docKey(d)])
 				if err != nil {
-					errs <- fmt.Errorf("apply %s: %w", docKey(d), err)
+					errs <- fmt.Errorf("apply %s (%v): %w", docKey(d), gvr(d.Object), err)
 					continue
 				}
 				mu.Lock()
