@@ -97,9 +97,12 @@ func connectProxy(t *testing.T, xdsAddr, id string, nack map[string]string) *pro
 }
 
 // connectNode is connectProxy with a whole node (ID and metadata).
-func connectNode(t *testing.T, xdsAddr string, node *corev3.Node, nack map[string]string) *proxy {
+func connectNode(t *testing.T, xdsAddr string, node *corev3.Node, nack map[string]string, opts ...grpc.DialOption) *proxy {
 	t.Helper()
-	cc, err := grpc.NewClient(xdsAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if len(opts) == 0 {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	cc, err := grpc.NewClient(xdsAddr, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

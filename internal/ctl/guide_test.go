@@ -2,8 +2,13 @@ package ctl
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,7 +16,10 @@ import (
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3" // the bootstrap's protocol options
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
@@ -67,13 +75,45 @@ var notRunHere = map[string]bool{
 	"systemctl restart baremesh-agent":       true,
 }
 
-// TestREADMEGuide runs the VM onboarding guide: its files written under a
-// temporary root, its baremesh.yaml loaded by the daemon's loader and
-// served (on loopback ports instead of 10.0.0.1), its agent.yaml parsed by
+// guideNetnsEnv marks the test process TestREADMEGuide re-runs in its
+// own namespaces.
+const guideNetnsEnv = "BAREMESH_GUIDE_NETNS"
+
+// TestREADMEGuide runs the VM onboarding guide as written: its files
+// (under a temporary root instead of /etc/baremesh), its baremesh.yaml
+// loaded by the daemon's loader and served unchanged (tlsAddr
+// 10.0.0.1:15012, the default state directory), its agent.yaml parsed by
 // the agent, every baremeshctl command run in order, and the Envoy
-// bootstrap validated and used by a real ADS client (node ID and metadata
-// from the file) before proxy-status, which must then show the VM SYNCED.
+// bootstrap validated and used by a real ADS client (node ID, metadata,
+// TLS settings, root and token from the files vm bootstrap wrote) before
+// proxy-status, which must then show the VM SYNCED. So that the guide's
+// addresses and state directory are ours, the test re-runs itself in a
+// network namespace of its own where 10.0.0.1 is on loopback, and a
+// mount namespace with an empty /var/lib (needs root; skipped without).
 func TestREADMEGuide(t *testing.T) {
+	if os.Getenv(guideNetnsEnv) == "" {
+		if os.Geteuid() != 0 {
+			t.Skip("the guide runs in network and mount namespaces of its own: needs root")
+		}
+		cmd := exec.Command("unshare", "--net", "--mount", os.Args[0], "-test.run=^TestREADMEGuide$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), guideNetnsEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in its own namespaces:\n%s", out)
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestREADMEGuide") {
+			t.Fatalf("the guide failed in its namespaces: %v", err)
+		}
+		return
+	}
+	for _, c := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "addr", "add", "10.0.0.1/32", "dev", "lo"},
+		{"mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/var/lib"},
+	} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+	}
+
 	g := readGuide(t)
 	root := t.TempDir()
 	local := func(s string) string {
@@ -100,15 +140,10 @@ func TestREADMEGuide(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the guide's baremesh.yaml: %v", err)
 	}
-	if cfg.XDSAddr != "10.0.0.1:15010" {
-		t.Errorf("guide's xdsAddr = %q", cfg.XDSAddr)
-	}
-	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0" // 10.0.0.1 is not ours
-	cfg.StateDir = filepath.Join(root, "state")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond} // quicker pushes, nothing else changed
 	d, err := daemon.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("baremeshd with the guide's baremesh.yaml: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -126,8 +161,8 @@ func TestREADMEGuide(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the guide's agent.yaml: %v", err)
 	}
-	if ac.ControlPlane.Address != cfg.XDSAddr && ac.ControlPlane.Address != "10.0.0.1:15010" {
-		t.Errorf("agent.yaml's controlPlane.address %q is not the guide's xdsAddr", ac.ControlPlane.Address)
+	if ac.ControlPlane.Address != cfg.TLSAddr {
+		t.Errorf("agent.yaml's controlPlane.address %q is not the guide's tlsAddr %q", ac.ControlPlane.Address, cfg.TLSAddr)
 	}
 
 	connected := false
@@ -141,7 +176,7 @@ func TestREADMEGuide(t *testing.T) {
 			continue
 		}
 		if !connected && (args[1] == "proxy-status" || args[1] == "proxy-config") {
-			connectFromBootstrap(t, filepath.Join(root, "vm-files", "envoy-bootstrap.yaml"), d.XDSAddr())
+			connectFromBootstrap(t, filepath.Join(root, "vm-files"))
 			connected = true
 		}
 		var out string
@@ -178,12 +213,14 @@ func TestREADMEGuide(t *testing.T) {
 	}
 }
 
-// connectFromBootstrap validates the Envoy bootstrap the guide wrote and
-// connects as that Envoy would: its node, ADS to its xds-grpc cluster's
-// address (dialled on the test's loopback port instead of 10.0.0.1).
-func connectFromBootstrap(t *testing.T, path, xdsAddr string) {
+// connectFromBootstrap validates the Envoy bootstrap the guide wrote into
+// dir and connects as that Envoy would: its node, ADS to its xds-grpc
+// cluster's address over TLS (the server name and SAN it names, the
+// root-cert.pem written beside it, which the guide copies to the path the
+// bootstrap names) with its initial metadata (the join token).
+func connectFromBootstrap(t *testing.T, dir string) {
 	t.Helper()
-	y, err := os.ReadFile(path)
+	y, err := os.ReadFile(filepath.Join(dir, "envoy-bootstrap.yaml"))
 	if err != nil {
 		t.Fatalf("vm bootstrap --envoy wrote no bootstrap: %v", err)
 	}
@@ -201,12 +238,44 @@ func connectFromBootstrap(t *testing.T, path, xdsAddr string) {
 	if id := b.GetNode().GetId(); id != "sidecar~10.0.0.11~reviews-vm-1.bookinfo~bookinfo.svc.cluster.local" {
 		t.Errorf("node ID %q", id)
 	}
-	sa := b.GetStaticResources().GetClusters()[0].GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
-	if sa.GetAddress() != "10.0.0.1" || sa.GetPortValue() != 15010 {
-		t.Errorf("xds-grpc points at %s:%d, want the guide's 10.0.0.1:15010", sa.GetAddress(), sa.GetPortValue())
+	c := b.GetStaticResources().GetClusters()[0]
+	sa := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+	if sa.GetAddress() != "10.0.0.1" || sa.GetPortValue() != 15012 {
+		t.Errorf("xds-grpc points at %s:%d, want the guide's 10.0.0.1:15012", sa.GetAddress(), sa.GetPortValue())
 	}
-	if b.GetDynamicResources().GetAdsConfig().GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != "xds-grpc" {
+	var tc tlsv3.UpstreamTlsContext
+	if err := c.GetTransportSocket().GetTypedConfig().UnmarshalTo(&tc); err != nil {
+		t.Fatalf("xds-grpc has no TLS transport socket: %v", err)
+	}
+	vc := tc.GetCommonTlsContext().GetValidationContext()
+	if vc.GetTrustedCa().GetFilename() != "/etc/baremesh/root-cert.pem" || vc.GetMatchTypedSubjectAltNames()[0].GetMatcher().GetExact() != tc.GetSni() {
+		t.Errorf("TLS context: %v", &tc)
+	}
+	rootPEM, err := os.ReadFile(filepath.Join(dir, "root-cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(rootPEM) {
+		t.Fatal("vm-files/root-cert.pem holds no certificate")
+	}
+	svc := b.GetDynamicResources().GetAdsConfig().GetGrpcServices()[0]
+	if svc.GetEnvoyGrpc().GetClusterName() != "xds-grpc" {
 		t.Error("ADS does not use the xds-grpc cluster")
 	}
-	connectNode(t, xdsAddr, b.GetNode(), nil)
+	md := map[string]string{}
+	for _, h := range svc.GetInitialMetadata() {
+		md[h.GetKey()] = h.GetValue()
+	}
+	connectNode(t, net.JoinHostPort(sa.GetAddress(), fmt.Sprint(sa.GetPortValue())), b.GetNode(), nil,
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: tc.GetSni(), MinVersion: tls.VersionTLS12})),
+		grpc.WithPerRPCCredentials(headers(md)))
 }
+
+// headers sends fixed metadata on every RPC, as Envoy's initial_metadata.
+type headers map[string]string
+
+func (h headers) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return h, nil
+}
+func (h headers) RequireTransportSecurity() bool { return true }
