@@ -124,7 +124,9 @@ var (
 	Endpoint = &Type{
 		URL: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", Short: "eds",
 		Generate: eds.Generate, Cache: CachePerName, Order: 1, Partial: true, Endpoints: true,
-		Affects: map[config.Kind]Reach{config.DestinationRule: Everyone, config.Sidecar: Scoped},
+		// PeerAuthentication: an endpoint's tlsMode metadata follows its
+		// workload's mode (eds.tlsMode, as istiod's mtlsChecker).
+		Affects: map[config.Kind]Reach{config.DestinationRule: Everyone, config.Sidecar: Scoped, config.PeerAuthentication: Everyone},
 		Service: &endpointv3.EndpointDiscoveryService_ServiceDesc,
 	}
 	Listener = &Type{

@@ -124,7 +124,7 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 		}
 		g := &groups[i]
 		g.eps = append(g.eps, ep)
-		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbEndpoint(ep))
+		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbEndpoint(ep, tlsMode(v, svc, ep, policy)))
 		w := ep.Weight
 		if w == 0 {
 			w = 1
@@ -143,7 +143,38 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 	return cla
 }
 
-func lbEndpoint(ep *model.Endpoint) *endpointv3.LbEndpoint {
+// tlsMode is the endpoint's transport socket match value (empty: none),
+// as istiod's EDS decides it (mtlsChecker): with a DestinationRule tls
+// mode for the cluster, the endpoint's security.istio.io/tlsMode label
+// when that mode is ISTIO_MUTUAL; else the label when it is "istio" and
+// the PeerAuthentication of the endpoint's workload (its namespace and
+// labels, its port) is not DISABLE, so a client's auto mTLS does not
+// talk TLS to a port that serves plaintext. "disabled" is never sent.
+func tlsMode(v *scope.View, svc *model.Service, ep *model.Endpoint, policy *networking.TrafficPolicy) string {
+	mode := ep.Labels[tlsModeLabel]
+	if mode == "" || mode == "disabled" {
+		return ""
+	}
+	if t := policy.GetTls(); t != nil {
+		if t.GetMode() == networking.ClientTLSSettings_ISTIO_MUTUAL {
+			return mode
+		}
+		return ""
+	}
+	if mode != "istio" {
+		return ""
+	}
+	ns := ep.Workload.Namespace
+	if ns == "" {
+		ns = svc.Namespace
+	}
+	if scope.PeerAuthnFor(v.Push, ns, ep.Labels).PortMode(ep.Port) == scope.MTLSDisable {
+		return ""
+	}
+	return mode
+}
+
+func lbEndpoint(ep *model.Endpoint, tlsMode string) *endpointv3.LbEndpoint {
 	status := corev3.HealthStatus_HEALTHY
 	if !ep.Healthy {
 		status = corev3.HealthStatus_UNHEALTHY
@@ -159,7 +190,7 @@ func lbEndpoint(ep *model.Endpoint) *endpointv3.LbEndpoint {
 		HealthStatus:        status,
 		LoadBalancingWeight: gen.U32(w),
 	}
-	if mode := ep.Labels[tlsModeLabel]; mode != "" {
+	if mode := tlsMode; mode != "" {
 		// Auto mTLS: the cluster's transport socket matches pick TLS
 		// for {tlsMode: istio}, as Istio's endpoints carry it.
 		lb.Metadata = &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{

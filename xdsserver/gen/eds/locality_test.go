@@ -155,7 +155,7 @@ func buildCLA(eps []string) (*endpointv3.ClusterLoadAssignment, []group) {
 			cla.Endpoints = append(cla.Endpoints, llb)
 		}
 		groups[i].eps = append(groups[i].eps, ep)
-		groups[i].llb.LbEndpoints = append(groups[i].llb.LbEndpoints, lbEndpoint(ep))
+		groups[i].llb.LbEndpoints = append(groups[i].llb.LbEndpoints, lbEndpoint(ep, ""))
 		groups[i].llb.LoadBalancingWeight.Value += w
 	}
 	return cla, groups
