@@ -203,6 +203,7 @@ func proxyStatus(e *Env, args []string) int {
 	if _, err := e.get("/debug/syncz", nil, &ps); err != nil {
 		return e.fail(err)
 	}
+	printableStatus(ps)
 	if len(pos) == 0 {
 		writeStatus(e.Stdout, ps, e.Now())
 		return 0

@@ -70,6 +70,11 @@ type variant interface {
 // the connection, and loops over requests (read on their own goroutine)
 // and pushes until the stream ends. attach makes the variant for the new
 // connection.
+// MaxNodeIDLength bounds a node ID: a Kubernetes name (253) and
+// namespace (63), an IP, a DNS domain and the separators fit with room
+// to spare.
+const MaxNodeIDLength = 1024
+
 func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node func(R) *corev3.Node,
 	attach func(*conn) variant) (err error) {
 	var id *model.Identity
@@ -81,6 +86,11 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 	first, err := recv()
 	if err != nil {
 		return err
+	}
+	if n := len(node(first).GetId()); n > MaxNodeIDLength {
+		// Refused before it is parsed, logged or kept: Istio's node IDs
+		// (type~ip~name.namespace~domain) are a few hundred bytes.
+		return status.Errorf(codes.InvalidArgument, "node ID of %d bytes refused: at most %d", n, MaxNodeIDLength)
 	}
 	proxy, err := gen.ParseNode(node(first))
 	if err != nil {
