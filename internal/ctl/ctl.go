@@ -67,6 +67,7 @@ func verbs() []Verb {
 			Summary: "join tokens a VM's Istio agent presents for its first certificate"},
 		{Name: "vm", Synopsis: "bootstrap --namespace NS --group WG --out DIR [--envoy] ...", Subs: []string{"bootstrap"}, Run: onboardCmd("vm"),
 			Summary: "the files a VM needs to join (Istio's agent, or Envoy alone with --envoy)"},
+		{Name: "ca", Synopsis: "rotate prepare|activate|retire|status [--config FILE] [--from DIR] [--force]", Subs: []string{"rotate"}, Daemon: true, Run: caCmd, Summary: "rotate the CA's root without an outage: a new root trusted beside the old, then signing, then the old one retired"},
 		{Name: "version", Synopsis: "[--short]", Daemon: true, Run: versionCmd,
 			Summary: "this client's version and the daemon's (from /version)"},
 		{Name: "completion", Synopsis: "bash|zsh", Subs: []string{"bash", "zsh"}, Run: completionCmd,
