@@ -288,7 +288,7 @@ func (g *gatewayRoutes) fixedPort(ns string, d *networking.Destination) bool {
 // build makes the route config name: one virtual host per VirtualService
 // host selected by a server of the config's servers, the routes of every
 // VirtualService for that host merged in order (Istio merges them on
-// gateways). Domains are the host and "host:*".
+// gateways). Domains are the host alone (ports ignored, as istiod).
 func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 	i, ok := g.byName[name]
 	if !ok {
@@ -299,7 +299,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 	for _, s := range g.servers[i] {
 		n += len(s.Server.GetHosts())
 	}
-	rc := &routev3.RouteConfiguration{Name: name, ValidateClusters: noValidate, VirtualHosts: make([]*routev3.VirtualHost, 0, n)}
+	rc := sidecarConfig(name, make([]*routev3.VirtualHost, 0, n))
 	ix := hostIndex{hint: n}
 	for _, s := range g.servers[i] {
 		port := s.Server.GetPort().GetNumber()

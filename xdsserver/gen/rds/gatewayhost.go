@@ -58,45 +58,35 @@ func (ix *hostIndex) claimed(vhs []*routev3.VirtualHost, d string) bool {
 // allocated as one block.
 type gatewayHost struct {
 	vh      routev3.VirtualHost
-	domains [2]string
+	domains [1]string
 }
 
-// add makes the virtual host of host, named "host:port", with the domains
-// host and "host:*" that are still free, for the caller to append to
-// vhs; nil if no domain is free.
+// add makes the virtual host of host, named "host:port", with the
+// domain host if it is still free, for the caller to append to vhs; nil
+// if it is not. One domain, as istiod's: the gateway's route configs
+// ignore the port in host matching.
 func (ix *hostIndex) add(vhs []*routev3.VirtualHost, host string, port uint32) *routev3.VirtualHost {
-	// "host:*" and the name "host:port" are cut from one string.
+	if ix.claimed(vhs, host) {
+		return nil
+	}
+	// The name "host:port", as gen.HostPort.
 	var buf [128]byte
-	b := append(buf[:0], host...)
-	b = append(b, ":*"...)
-	if strings.IndexByte(host, ':') >= 0 { // as gen.HostPort
+	b := buf[:0]
+	if strings.IndexByte(host, ':') >= 0 {
 		b = append(append(append(b, '['), host...), ']')
 	} else {
 		b = append(b, host...)
 	}
-	s := string(strconv.AppendUint(append(b, ':'), uint64(port), 10))
-	wild, name := s[:len(host)+2], s[len(host)+2:]
+	name := string(strconv.AppendUint(append(b, ':'), uint64(port), 10))
 	gh := &gatewayHost{}
-	domains := gh.domains[:0]
-	if !ix.claimed(vhs, host) {
-		domains = append(domains, host)
-	}
-	wildFree := host != "*" && !ix.claimed(vhs, wild)
-	if wildFree {
-		domains = append(domains, wild)
-	}
-	if len(domains) == 0 {
-		return nil
-	}
+	domains := append(gh.domains[:0], host)
+	gh.vh.IncludeRequestAttemptCount = true
 	gh.vh.Name, gh.vh.Domains = name, domains
 	i := len(vhs)
 	switch {
 	case ix.byDomain != nil:
-		// host is claimed now, by this virtual host or before it.
+		// host is claimed now, by this virtual host.
 		ix.byDomain[host] = int32(i + 1)
-		if wildFree {
-			ix.byDomain[wild] = -1
-		}
 	case i < smallHosts:
 		ix.hosts[i] = host
 	default:

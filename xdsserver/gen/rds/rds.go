@@ -156,7 +156,14 @@ func sidecarRoute(v *scope.View, name string, shared map[servicePort]*routev3.Vi
 	}
 	vb := newVhostBuilder(v, port, 1, 0, shared)
 	vb.service(svc, true)
-	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
+	// The listener of this one service port has no other host: its
+	// virtual host takes every domain, as istiod's
+	// getVirtualHostsForSniffedServicePort. A copy: the host may be
+	// shared with the "PORT" config.
+	for i, vh := range vb.hosts {
+		vb.hosts[i] = &routev3.VirtualHost{Name: vh.Name, Domains: anyDomain, Routes: vh.Routes, IncludeRequestAttemptCount: vh.IncludeRequestAttemptCount}
+	}
+	return sidecarConfig(name, vb.hosts)
 }
 
 // parsePort parses a decimal uint32 as strconv.ParseUint(s, 10, 32)
@@ -207,8 +214,23 @@ func portRoute(v *scope.View, name string, port uint32, shared map[servicePort]*
 	}
 	vb.vsOnlyHosts()
 	vb.fallback()
-	return &routev3.RouteConfiguration{Name: name, VirtualHosts: vb.hosts, ValidateClusters: noValidate}
+	return sidecarConfig(name, vb.hosts)
 }
+
+// sidecarConfig is a sidecar's (or gateway's) route config as istiod
+// sets it beside its hosts: the port of a Host header ignored in
+// matching (domains list names without ports), direct responses up to
+// 1 MiB (Envoy's default: 4 KiB), clusters not validated.
+func sidecarConfig(name string, hosts []*routev3.VirtualHost) *routev3.RouteConfiguration {
+	return &routev3.RouteConfiguration{Name: name, VirtualHosts: hosts, ValidateClusters: noValidate,
+		IgnorePortInHostMatching: true, MaxDirectResponseBodySizeBytes: maxDirectResponse}
+}
+
+// Shared, never altered.
+var (
+	anyDomain         = []string{"*"}
+	maxDirectResponse = gen.U32(1 << 20)
+)
 
 // How a sidecar's "PORT" route config lists a service: not, for its
 // HTTP port, or for its auto-detected one.

@@ -322,6 +322,7 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 	ra.ClusterSpecifier = &f.cluster
 	if !b.proxyless {
 		ra.Timeout = noTimeout
+		ra.MaxGrpcTimeout = noTimeout //nolint:staticcheck // deprecated, what istiod sets (see action)
 		ra.RetryPolicy = defaultRetryPolicy
 	}
 	// The DestinationRule's consistent hash goes on the default route too,
@@ -372,6 +373,10 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 		if ra.Timeout == nil {
 			ra.Timeout = noTimeout
 		}
+		// A gRPC request's grpc-timeout header bounded by the route's
+		// timeout (none: no bound), as istiod's setTimeout; without it
+		// Envoy ignores the header.
+		ra.MaxGrpcTimeout = ra.Timeout //nolint:staticcheck // deprecated; istiod keeps it, max_stream_duration has regressions
 		ra.RetryPolicy = retry(hr.GetRetries())
 	}
 	for _, mp := range mirrors(hr) {

@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,7 +84,7 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		}
 		// Some domains are taken: a copy with the others, same routes.
 		if domains := b.claim(slices.Clone(vh.Domains)); len(domains) > 0 {
-			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: vh.Name, Domains: domains, Routes: vh.Routes})
+			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: vh.Name, Domains: domains, Routes: vh.Routes, IncludeRequestAttemptCount: true})
 		}
 		return
 	}
@@ -108,18 +109,20 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		sh = &serviceHost{}
 		buf = sh.domains[:0]
 	}
-	all, cluster := serviceDomains(b.rb.v, svc, port, vs == nil, buf)
-	n, name := len(all), all[1] // "host:port", before claim reuses the slice
+	all, name, cluster := serviceDomains(b.rb.v, svc, port, vs == nil, buf)
+	n := len(all)
 	domains := b.claim(all)
 	if len(domains) == 0 {
 		return
 	}
 	if vs != nil {
 		sh.vh.Name, sh.vh.Domains, sh.vh.Routes = name, domains, routes
+		sh.vh.IncludeRequestAttemptCount = true
 		vh = &sh.vh
 	} else {
 		dh.routes[0] = b.rb.defaultRoute(&dh.route, cluster, svc.Hostname)
 		dh.vh.Name, dh.vh.Domains, dh.vh.Routes = name, domains, dh.routes[:]
+		dh.vh.IncludeRequestAttemptCount = true
 		vh = &dh.vh
 	}
 	b.hosts = append(b.hosts, vh)
@@ -150,11 +153,17 @@ func (b *vhostBuilder) vsOnlyHosts() {
 				continue
 			}
 			name := gen.HostPort(h, b.rb.port)
-			domains := b.claim([]string{h, name})
+			// As istiod for a sidecar: the host alone (ports are ignored
+			// in host matching), an IPv6 one in brackets.
+			d := h
+			if strings.IndexByte(h, ':') >= 0 {
+				d = "[" + h + "]"
+			}
+			domains := b.claim([]string{d})
 			if len(domains) == 0 {
 				continue
 			}
-			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes})
+			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes, IncludeRequestAttemptCount: true})
 		}
 	}
 }
@@ -164,12 +173,13 @@ func (b *vhostBuilder) vsOnlyHosts() {
 var (
 	allowAnyHost = &routev3.VirtualHost{Name: "allow_any", Domains: []string{"*"}, Routes: []*routev3.Route{{
 		Name: "allow_any", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: gen.PassthroughCluster}, Timeout: gen.Duration(0)}},
-	}}}
+		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: gen.PassthroughCluster},
+			Timeout: gen.Duration(0), MaxGrpcTimeout: gen.Duration(0)}}, //nolint:staticcheck // deprecated, what istiod sets
+	}}, IncludeRequestAttemptCount: true}
 	blockAllHost = &routev3.VirtualHost{Name: "block_all", Domains: []string{"*"}, Routes: []*routev3.Route{{
 		Name: "block_all", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 		Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 502}},
-	}}}
+	}}, IncludeRequestAttemptCount: true}
 )
 
 // fallback adds Istio's catch-all virtual host: "allow_any" to the
@@ -215,56 +225,49 @@ func serviceNames(v *scope.View, svc *model.Service, buf *[8]string) []string {
 	return names
 }
 
-// serviceDomains are a service's names (serviceNames), each followed by
-// its ":port" form, appended to buf (nil: a new array); with cluster,
-// also the name of the service port's cluster, for its default route.
-// The ":port" forms and the cluster name are cut from one string: one or
-// two allocations per service instead of a dozen.
-func serviceDomains(v *scope.View, svc *model.Service, port uint32, cluster bool, buf []string) ([]string, string) {
+// serviceDomains are the domains of a service's virtual host as istiod
+// lists them for a sidecar, whose route configs ignore the port in host
+// matching (ignore_port_in_host_matching, so no ":port" forms): its
+// names (serviceNames, IPv6 addresses in brackets) and the hostname's
+// absolute form "host." (istio/istio#56007), appended to buf (nil: a new
+// array). name is the virtual host's name "host:port"; with cluster,
+// cluster is the name of the service port's cluster, for its default
+// route. The three strings are cut from one: one allocation per service.
+func serviceDomains(v *scope.View, svc *model.Service, port uint32, cluster bool, buf []string) (domains []string, name, clusterName string) {
 	var stack [8]string
 	names := serviceNames(v, svc, &stack)
 	var p [10]byte
 	ps := strconv.AppendUint(p[:0], uint64(port), 10)
-	size := 0
-	for _, n := range names {
-		size += len(n) + 3 + len(ps)
-	}
+	h := svc.Hostname
 	const outbound = string(gen.Outbound) + "|"
-	if cluster {
-		size += len(outbound) + len(ps) + 2 + len(svc.Hostname)
-	}
 	var b strings.Builder
-	b.Grow(size)
-	var endStack [8]int
-	ends := endStack[:0]
-	for _, n := range names {
-		if strings.IndexByte(n, ':') >= 0 { // as gen.HostPort
-			b.WriteByte('[')
-			b.WriteString(n)
-			b.WriteByte(']')
-		} else {
-			b.WriteString(n)
-		}
-		b.WriteByte(':')
-		b.Write(ps)
-		ends = append(ends, b.Len())
-	}
-	start := b.Len()
+	b.Grow(2*len(h) + 2 + len(ps) + len(outbound) + len(ps) + 2 + len(h))
+	b.WriteString(h)
+	b.WriteByte('.')
+	abs := b.Len()
+	b.WriteString(h) // as gen.HostPort: hostnames hold no ':'
+	b.WriteByte(':')
+	b.Write(ps)
+	end := b.Len()
 	if cluster { // as gen.ClusterName(gen.Outbound, port, "", host)
 		b.WriteString(outbound)
 		b.Write(ps)
 		b.WriteString("||")
-		b.WriteString(svc.Hostname)
+		b.WriteString(h)
 	}
 	all := b.String()
 	out := buf
-	if cap(out) < 2*len(names) {
-		out = make([]string, 0, 2*len(names))
+	if cap(out) < len(names)+1 {
+		out = make([]string, 0, len(names)+1)
 	}
-	prev := 0
-	for i, n := range names {
-		out = append(out, n, all[prev:ends[i]])
-		prev = ends[i]
+	for _, n := range names {
+		if strings.IndexByte(n, ':') >= 0 {
+			n = "[" + n + "]" // an IPv6 address, as istiod's IPv6Compliant
+		}
+		out = append(out, n)
 	}
-	return out, all[start:]
+	if net.ParseIP(h) == nil {
+		out = append(out, all[:abs])
+	}
+	return out, all[abs:end], all[end:]
 }

@@ -1,0 +1,112 @@
+package rds
+
+import (
+	"slices"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+)
+
+// TestIstiodRouteDefaults checks what istiod writes around a sidecar's
+// and a gateway's routes, as the parity run against istiod shows it
+// (issue #25: virtual-host-domains, hcm-and-route-defaults): route
+// configs ignore the port in host matching and allow 1 MiB direct
+// responses; virtual hosts list names without ":port" forms, plus the
+// absolute "host." form, and count request attempts; routes bound
+// grpc-timeout by their timeout; an auto-detected port's own config
+// takes every domain; a gateway's host is its only domain.
+func TestIstiodRouteDefaults(t *testing.T) {
+	pc, err := gentest.Build([]byte(`
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: default}
+spec:
+  hosts: [web.default.svc.cluster.local]
+  addresses: [10.96.0.10]
+  ports: [{number: 80, name: http, protocol: HTTP}, {number: 9000, name: auto}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: web, namespace: default}
+spec:
+  hosts: [web.default.svc.cluster.local]
+  gateways: [mesh, default/gw]
+  http:
+  - timeout: 3s
+    route: [{destination: {host: web.default.svc.cluster.local, port: {number: 80}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: default}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 8080, name: http, protocol: HTTP}, hosts: ["*/web.default.svc.cluster.local"]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(id string, labels map[string]string) *gen.Proxy {
+		p, err := gen.ParseNode(&corev3.Node{Id: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Labels = labels
+		return p
+	}
+	sidecar := node("sidecar~10.0.0.9~client.default~default.svc.cluster.local", nil)
+	res, err := Generate(gen.Input{Push: pc, Proxy: sidecar, Names: []string{"80", "web.default.svc.cluster.local:9000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := node("router~10.0.0.8~gw.default~default.svc.cluster.local", map[string]string{"istio": "ingressgateway"})
+	gres, err := Generate(gen.Input{Push: pc, Proxy: gw, Names: []string{"http.8080"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = append(res, gres...)
+	gentest.Validate(t, res)
+	if len(res) != 3 {
+		t.Fatalf("%d route configs, want 3", len(res))
+	}
+	want := map[string][]string{ // route config -> domains of web's virtual host
+		"80": {"web.default.svc.cluster.local", "web.default.svc.cluster.local.", "web.default.svc", "web.default", "web", "10.96.0.10"},
+		"web.default.svc.cluster.local:9000": {"*"},
+		"http.8080":                          {"web.default.svc.cluster.local"},
+	}
+	for _, r := range res {
+		rc := r.Resource.(*routev3.RouteConfiguration)
+		if !rc.GetIgnorePortInHostMatching() || rc.GetMaxDirectResponseBodySizeBytes().GetValue() != 1<<20 {
+			t.Errorf("%s: ignore_port_in_host_matching %v, max_direct_response_body_size_bytes %v; want true, 1048576",
+				r.Name, rc.GetIgnorePortInHostMatching(), rc.GetMaxDirectResponseBodySizeBytes())
+		}
+		var web *routev3.VirtualHost
+		for _, vh := range rc.GetVirtualHosts() {
+			if !vh.GetIncludeRequestAttemptCount() {
+				t.Errorf("%s/%s: include_request_attempt_count false", r.Name, vh.GetName())
+			}
+			if slices.Contains([]string{"web.default.svc.cluster.local:80", "web.default.svc.cluster.local:9000", "web.default.svc.cluster.local:8080"}, vh.GetName()) {
+				web = vh
+			}
+		}
+		if web == nil {
+			t.Errorf("%s: no virtual host for web", r.Name)
+			continue
+		}
+		got := slices.Sorted(slices.Values(web.GetDomains()))
+		if w := slices.Sorted(slices.Values(want[r.Name])); !slices.Equal(got, w) {
+			t.Errorf("%s: domains %q, want %q", r.Name, got, w)
+		}
+		for _, rt := range web.GetRoutes() {
+			ra := rt.GetRoute()
+			if ra.GetMaxGrpcTimeout() == nil || ra.GetMaxGrpcTimeout().AsDuration() != ra.GetTimeout().AsDuration() { //nolint:staticcheck // what istiod sets
+				t.Errorf("%s: route %s: max_grpc_timeout %v, want the timeout %v", r.Name, rt.GetName(), ra.GetMaxGrpcTimeout(), ra.GetTimeout()) //nolint:staticcheck // as above
+			}
+		}
+	}
+}
