@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baremesh/baremesh/internal/daemon"
@@ -248,15 +249,23 @@ func (i *istiod) put(ctx context.Context, d Doc, exists bool) (string, error) {
 	u := &unstructured.Unstructured{Object: d.Object}
 	rc := i.dyn.Resource(gvr(d.Object)).Namespace(d.Namespace)
 	if exists {
-		cur, err := rc.Get(ctx, d.Name, metav1.GetOptions{})
-		if err == nil {
-			u = u.DeepCopy()
+		var rv string
+		// istiod writes status too: a conflict is retried on the new version.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := rc.Get(ctx, d.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			u := u.DeepCopy()
 			u.SetResourceVersion(cur.GetResourceVersion())
 			out, err := rc.Update(ctx, u, metav1.UpdateOptions{})
-			if err != nil {
-				return "", err
+			if err == nil {
+				rv = out.GetResourceVersion()
 			}
-			return out.GetResourceVersion(), nil
+			return err
+		})
+		if err == nil || !apierrors.IsNotFound(err) {
+			return rv, err
 		}
 	}
 	out, err := rc.Create(ctx, u.DeepCopy(), metav1.CreateOptions{})
