@@ -68,10 +68,14 @@ var typeURLs = func() map[protoreflect.FullName]string {
 func ADS() *corev3.ConfigSource {
 	return &corev3.ConfigSource{
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
-		InitialFetchTimeout:   &durationpb.Duration{},
+		InitialFetchTimeout:   waitForever,
 		ResourceApiVersion:    corev3.ApiVersion_V3,
 	}
 }
+
+// waitForever is initial_fetch_timeout 0s, shared by every config source
+// and never altered.
+var waitForever = &durationpb.Duration{}
 
 // CredentialSDS is the ADS ConfigSource of a secret named by a
 // DestinationRule's or Gateway's credentialName: Envoy's default initial
@@ -133,7 +137,7 @@ func WorkloadSDS(p *Proxy) *corev3.ConfigSource {
 	}
 	return &corev3.ConfigSource{
 		ResourceApiVersion:  corev3.ApiVersion_V3,
-		InitialFetchTimeout: &durationpb.Duration{},
+		InitialFetchTimeout: waitForever,
 		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
 			ApiType:                   corev3.ApiConfigSource_GRPC,
 			TransportApiVersion:       corev3.ApiVersion_V3,

@@ -75,7 +75,7 @@ spec:
 		t.Fatalf("%d route configs, want 3", len(res))
 	}
 	want := map[string][]string{ // route config -> domains of web's virtual host
-		"80": {"web.default.svc.cluster.local", "web.default.svc.cluster.local.", "web.default.svc", "web.default", "web", "10.96.0.10"},
+		"80":                                 {"web.default.svc.cluster.local", "web.default.svc.cluster.local.", "web.default.svc", "web.default", "web", "10.96.0.10"},
 		"web.default.svc.cluster.local:9000": {"*"},
 		"http.8080":                          {"web.default.svc.cluster.local"},
 	}

@@ -1,7 +1,7 @@
 package rds
 
 import (
-	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -266,8 +266,25 @@ func serviceDomains(v *scope.View, svc *model.Service, port uint32, cluster bool
 		}
 		out = append(out, n)
 	}
-	if net.ParseIP(h) == nil {
+	if !isIP(h) {
 		out = append(out, all[:abs])
 	}
 	return out, all[abs:end], all[end:]
+}
+
+// isIP reports whether h is an IP address. Hostnames, which is what it
+// is given, are told apart without parsing (a failed parse allocates
+// its error): an IPv4 address has only digits and dots; a ':' is in no
+// hostname but in every IPv6 address.
+func isIP(h string) bool {
+	if strings.IndexByte(h, ':') >= 0 {
+		return true
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c != '.' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	_, err := netip.ParseAddr(h)
+	return err == nil
 }
