@@ -170,7 +170,29 @@ func (c *cutTransport) StreamCh() <-chan net.Conn {
 func (c *cutTransport) Shutdown() error {
 	c.once.Do(func() { c.done = make(chan struct{}) })
 	close(c.done)
-	return c.NetTransport.Shutdown()
+	// The forwarder is gone, and NetTransport.Shutdown waits for its
+	// accept loop, which may be blocked handing over a stream accepted
+	// just now (its channel is unbuffered): drain and close those until
+	// it returns. Without this a test's clean-up hung for 10 minutes
+	// under load (TestBurstSpreadsFast, goroutine in tcpListen's send).
+	stop := make(chan struct{})
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		in := c.NetTransport.StreamCh()
+		for {
+			select {
+			case conn := <-in:
+				conn.Close()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	err := c.NetTransport.Shutdown()
+	close(stop)
+	<-drained
+	return err
 }
 
 var errCut = errors.New("test: cut off")
