@@ -82,7 +82,12 @@ var waitForever = &durationpb.Duration{}
 // fetch timeout (15s), as istiod's SDSAdsConfig, because the secret may
 // not exist, and waiting for it forever would keep the whole listener or
 // cluster from warming.
-func CredentialSDS() *corev3.ConfigSource {
+func CredentialSDS() *corev3.ConfigSource { return ADSDefaultTimeout() }
+
+// ADSDefaultTimeout is ADS without initial_fetch_timeout (Envoy's
+// default 15s; gRPC reads none): for credentialName secrets
+// (CredentialSDS) and proxyless clients, as istiod.
+func ADSDefaultTimeout() *corev3.ConfigSource {
 	return &corev3.ConfigSource{
 		ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
 		ResourceApiVersion:    corev3.ApiVersion_V3,

@@ -113,12 +113,19 @@ func connectTimeout(v *scope.View, policy *networking.TrafficPolicy) *durationpb
 	return gen.Duration(10 * time.Second)
 }
 
-// http2Options makes upstream connections HTTP/2 (HTTP2, gRPC ports) and
-// carries the connection pool's idle timeout and requests per connection.
-func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxyless bool) map[string]*anypb.Any {
+// protocolOptions makes upstream connections HTTP/2 (HTTP2, gRPC ports)
+// or, from a sidecar to an auto-detected port, the protocol the request
+// came in (istiod's setUseDownstreamProtocol: sniffing decided it), and
+// carries the connection pool's idle timeout and requests per
+// connection. A proxyless client gets none.
+func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxy *gen.Proxy) map[string]*anypb.Any {
 	h := policy.GetConnectionPool().GetHttp()
-	if proxyless || (!p.Protocol.IsHTTP2() && h.GetIdleTimeout() == nil && h.GetMaxRequestsPerConnection() == 0) {
+	downstream := p.Protocol == model.Unsupported && proxy.Type == gen.SidecarProxy
+	if proxy.Proxyless || (!p.Protocol.IsHTTP2() && !downstream && h.GetIdleTimeout() == nil && h.GetMaxRequestsPerConnection() == 0) {
 		return nil
+	}
+	if downstream && h.GetIdleTimeout() == nil && h.GetMaxRequestsPerConnection() == 0 {
+		return useDownstream
 	}
 	opts := &httpv3.HttpProtocolOptions{}
 	if h.GetIdleTimeout() != nil || h.GetMaxRequestsPerConnection() > 0 {
@@ -127,17 +134,28 @@ func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxyless b
 			opts.CommonHttpProtocolOptions.MaxRequestsPerConnection = gen.U32(uint32(n))
 		}
 	}
-	if p.Protocol.IsHTTP2() {
+	switch {
+	case p.Protocol.IsHTTP2():
 		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
 		}}
-	} else {
+	case downstream:
+		opts.UpstreamProtocolOptions = useDownstreamConfig
+	default:
 		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
 		}}
 	}
 	return map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(opts)}
 }
+
+// Shared, never altered.
+var (
+	useDownstreamConfig = &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+		HttpProtocolOptions: &corev3.Http1ProtocolOptions{}, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+	}}
+	useDownstream = map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: useDownstreamConfig})}
+)
 
 // withoutLocalityLB is policy with locality load balancing turned off.
 // A LOGICAL_DNS cluster keeps one endpoint, whose locality weight and

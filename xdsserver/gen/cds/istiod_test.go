@@ -25,7 +25,7 @@ metadata: {name: web, namespace: default}
 spec:
   hosts: [web.default.svc.cluster.local]
   location: MESH_INTERNAL
-  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 7070, name: grpc, protocol: GRPC}]
+  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 7070, name: grpc, protocol: GRPC}, {number: 9000, name: auto}]
   resolution: STATIC
   endpoints: [{address: 10.0.0.1, labels: {security.istio.io/tlsMode: istio}}]
 ---
@@ -170,6 +170,27 @@ func TestIstiodClusterDefaults(t *testing.T) {
 		if a == nil || a.UnmarshalTo(opts) != nil || opts.GetUseDownstreamProtocolConfig().GetHttp2ProtocolOptions() == nil ||
 			opts.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration().Minutes() != 5 {
 			t.Errorf("%s: http protocol options %v, want use_downstream_protocol_config, idle_timeout 300s", name, opts)
+		}
+	}
+
+	// A sidecar's cluster of an auto-detected port speaks the protocol
+	// the request came in; a gateway's does not sniff.
+	for _, tc := range []struct {
+		proxy *gen.Proxy
+		want  bool
+	}{{sidecar, true}, {node("router~10.0.0.8~gw.default~default.svc.cluster.local", nil), false}} {
+		res, err := Generate(gen.Input{Push: pc, Proxy: tc.proxy, Names: []string{"outbound|9000||web.default.svc.cluster.local"}})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s: %d clusters, %v", tc.proxy.ID, len(res), err)
+		}
+		opts := &httpv3.HttpProtocolOptions{}
+		if a := res[0].Resource.(*clusterv3.Cluster).GetTypedExtensionProtocolOptions()[httpProtocolOptionsKey]; a != nil {
+			if err := a.UnmarshalTo(opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := opts.GetUseDownstreamProtocolConfig() != nil; got != tc.want {
+			t.Errorf("%s: outbound|9000: use_downstream_protocol_config %v, want %v", tc.proxy.ID, got, tc.want)
 		}
 	}
 

@@ -24,9 +24,11 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 	} else if od != nil {
 		applyOutlier(c, od)
 	}
-	applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
+	if !proxyless { // gRPC reads no common_lb_config; istiod's grpcgen sets none
+		applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
+	}
 	c.CircuitBreakers = circuitBreakers(policy.GetConnectionPool(), proxyless)
-	c.TypedExtensionProtocolOptions = protocolOptions(p, policy, proxyless)
+	c.TypedExtensionProtocolOptions = protocolOptions(p, policy, v.Proxy)
 	if !proxyless {
 		panicModeOff(c)
 	}

@@ -108,7 +108,7 @@ func inboundPassthrough(p *gen.Proxy) *clusterv3.Cluster {
 func inboundCluster(inst scope.Instance, v *scope.View) *clusterv3.Cluster {
 	c := originalDst(gen.ClusterName(gen.Inbound, inst.TargetPort, "", ""))
 	c.UpstreamBindConfig = bindLocal(v.Proxy)
-	c.TypedExtensionProtocolOptions = protocolOptions(inst.Port, nil, v.Proxy.Proxyless)
+	c.TypedExtensionProtocolOptions = protocolOptions(inst.Port, nil, v.Proxy)
 	c.CommonLbConfig = emptyLB
 	if inst.Endpoint == "" {
 		c.CleanupInterval = noCleanup

@@ -56,8 +56,14 @@ func grpcClientListener(v *scope.View, name string) *listenerv3.Listener {
 		filters = []*hcmv3.HttpFilter{faultFilter(), routerFilter()}
 	}
 	h := hcmRDS(name, name, filters...)
+	h.GetRds().ConfigSource = grpcRDSSource
 	return &listenerv3.Listener{Name: name, ApiListener: &listenerv3.ApiListener{ApiListener: gen.MustAny(h)}}
 }
+
+// grpcRDSSource is a proxyless client's RDS config source: ADS without
+// the initial_fetch_timeout gen.ADS sets for Envoy, which gRPC does not
+// read and istiod's grpcgen does not set. Shared, never altered.
+var grpcRDSSource = gen.ADSDefaultTimeout()
 
 // grpcServerListener is nil when addr is no "IP:PORT". Its one filter
 // chain follows Istio's proxyless conventions: mTLS (the certificate
