@@ -48,6 +48,9 @@ func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset str
 		}
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: typ}
 		c.DnsLookupFamily = clusterv3.Cluster_V4_ONLY
+		if !proxyless {
+			dnsRefresh(c, v)
+		}
 		c.LoadAssignment = dnsAssignment(v, svc, p, labels, name, policy, typ == clusterv3.Cluster_LOGICAL_DNS)
 	}
 	applyPolicy(c, v, p, policy, true)
@@ -155,6 +158,24 @@ var (
 		HttpProtocolOptions: &corev3.Http1ProtocolOptions{}, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
 	}}
 	useDownstream = map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: useDownstreamConfig})}
+)
+
+// dnsRefresh re-resolves a DNS cluster's names as istiod has Envoy do:
+// every meshConfig dnsRefreshRate (60s by default; Envoy's own default
+// is 5s) with 100ms jitter (PILOT_DNS_JITTER_DURATION), sooner when a
+// record's TTL runs out.
+func dnsRefresh(c *clusterv3.Cluster, v *scope.View) {
+	rate := defaultDNSRefresh
+	if r := v.Push.Mesh.GetDnsRefreshRate(); r != nil {
+		rate = r
+	}
+	c.DnsRefreshRate, c.DnsJitter, c.RespectDnsTtl = rate, dnsJitter, true //nolint:staticcheck // deprecated for typed_dns_resolver_config; what istiod sets
+}
+
+// Shared, never altered.
+var (
+	defaultDNSRefresh = gen.Duration(60 * time.Second)
+	dnsJitter         = gen.Duration(100 * time.Millisecond)
 )
 
 // withoutLocalityLB is policy with locality load balancing turned off.

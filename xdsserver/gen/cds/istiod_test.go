@@ -59,6 +59,14 @@ spec:
   endpoints: [{address: 10.0.0.3}]
 ---
 apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: dns, namespace: default}
+spec:
+  hosts: [dns.example.com]
+  ports: [{number: 443, name: tls, protocol: TLS}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: ext, namespace: default}
 spec:
@@ -171,6 +179,14 @@ func TestIstiodClusterDefaults(t *testing.T) {
 			opts.GetCommonHttpProtocolOptions().GetIdleTimeout().AsDuration().Minutes() != 5 {
 			t.Errorf("%s: http protocol options %v, want use_downstream_protocol_config, idle_timeout 300s", name, opts)
 		}
+	}
+
+	// DNS clusters re-resolve every 60s (meshConfig dnsRefreshRate) with
+	// 100ms jitter, and as records expire.
+	dns := get("outbound|443||dns.example.com")
+	if dns.GetDnsRefreshRate().AsDuration().Seconds() != 60 || dns.GetDnsJitter().AsDuration().Milliseconds() != 100 || !dns.GetRespectDnsTtl() { //nolint:staticcheck // what istiod sets
+		t.Errorf("dns.example.com: dns_refresh_rate %v, dns_jitter %v, respect_dns_ttl %v; want 60s, 0.100s, true",
+			dns.GetDnsRefreshRate(), dns.GetDnsJitter(), dns.GetRespectDnsTtl()) //nolint:staticcheck // as above
 	}
 
 	// A sidecar's cluster of an auto-detected port speaks the protocol
