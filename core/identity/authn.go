@@ -264,17 +264,21 @@ func (a *CertAuthenticator) verify(creds Credentials, now func() time.Time) (*Ca
 	opts := x509.VerifyOptions{Roots: st.pool, Intermediates: inter, CurrentTime: now(),
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	if _, err := leaf.Verify(opts); err != nil {
+		if len(st.retired) > 0 {
+			// Retired first, even when also expired: what to do is the
+			// same (re-bootstrap), and the reason says why. Checked at a
+			// time the leaf was valid, so an expired one is recognised.
+			ropts := opts
+			ropts.Roots, ropts.CurrentTime = st.retiredPool, leaf.NotBefore.Add(time.Second)
+			if chains, rerr := leaf.Verify(ropts); rerr == nil {
+				r := chains[0][len(chains[0])-1]
+				return nil, fmt.Errorf("%w: serial %s (valid until %s) chains to %q (SHA-256 %s)", ErrCertRetiredRoot,
+					leaf.SerialNumber.Text(16), leaf.NotAfter.UTC().Format(time.RFC3339), r.Subject.String(), Fingerprint(r))
+			}
+		}
 		var inv x509.CertificateInvalidError
 		if errors.As(err, &inv) && inv.Reason == x509.Expired {
 			return nil, fmt.Errorf("%w: serial %s: %v", ErrCertExpired, leaf.SerialNumber.Text(16), err)
-		}
-		if len(st.retired) > 0 {
-			opts.Roots = st.retiredPool
-			if chains, rerr := leaf.Verify(opts); rerr == nil {
-				r := chains[0][len(chains[0])-1]
-				return nil, fmt.Errorf("%w: serial %s chains to %q (SHA-256 %s)", ErrCertRetiredRoot,
-					leaf.SerialNumber.Text(16), r.Subject.String(), Fingerprint(r))
-			}
 		}
 		return nil, fmt.Errorf("%w: %v", ErrCertUntrusted, err)
 	}

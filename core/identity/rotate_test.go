@@ -100,6 +100,11 @@ func TestRootRotation(t *testing.T) {
 	}
 	t.Logf("refusal: %v", err)
 	accepts("retired, new certificate", b)
+	// Expired as well: still told it is the retired root.
+	later := &CertAuthenticator{CA: ca, Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}
+	if _, err := later.Authenticate(context.Background(), a); !errors.Is(err, ErrCertRetiredRoot) {
+		t.Fatalf("retired and expired: %v", err)
+	}
 	if rot, _ := ReadRotation(dir); rot != nil {
 		t.Fatalf("rotation.json left after retire: %+v", rot)
 	}

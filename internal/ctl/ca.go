@@ -25,9 +25,18 @@ type certzJSON struct {
 		NotAfter time.Time `json:"notAfter"`
 		Issued   time.Time `json:"issued"`
 		Peer     string    `json:"peer"`
+		Method   string    `json:"method"`
+		With     string    `json:"with"`
 		Root     string    `json:"root"`
 		Bundle   []string  `json:"bundle"`
 	} `json:"issued"`
+}
+
+type certzRecord struct {
+	daemon, identity, serial string
+	issued, notAfter         time.Time
+	peer, method, with, root string
+	bundle                   []string
 }
 
 // caAgreeWithin is how long a step waits for every replica to load it
@@ -107,13 +116,18 @@ func caCmd(e *Env, args []string) int {
 	}
 }
 
-// caOutstanding asks every replica's /debug/certz for certificates still
-// valid that match bad and were not followed by a certificate that does
-// not (the same identity, from the same host: a renewal). It prints them
-// and returns 1 unless force.
+// caOutstanding asks every replica's /debug/certz for certificates that
+// match bad, are still valid and were not renewed, prints them and
+// returns 1 unless force. A certificate is renewed when its holder got a
+// later one. The holder is followed through the records: a caller
+// presenting a certificate is that certificate's holder (an agent that
+// restarted renews with it); a join token names one VM (its token ID,
+// which Istio's agent keeps sending while its connection lasts); other
+// callers (Kubernetes tokens) are told apart by peer address.
 func (e *Env) caOutstanding(daemons []string, force bool, what string, bad func(root string, bundle []string) bool) int {
 	now := e.Now()
 	var out []string
+	var issued []certzRecord
 	for _, d := range daemons {
 		var cz certzJSON
 		if _, err := (&Env{Daemon: d, HTTP: e.HTTP}).get("/debug/certz", nil, &cz); err != nil {
@@ -123,17 +137,28 @@ func (e *Env) caOutstanding(daemons []string, force bool, what string, bad func(
 			}
 			return e.fail(fmt.Errorf("cannot check outstanding certificates: %w (use --force to skip)", err))
 		}
-		renewed := map[string]bool{}  // identity+host with a good certificate issued later
-		for _, r := range cz.Issued { // newest first
-			key := r.Identity + " " + hostOf(r.Peer)
-			if !bad(r.Root, r.Bundle) {
-				renewed[key] = true
-				continue
-			}
-			if r.NotAfter.After(now) && !renewed[key] {
-				out = append(out, fmt.Sprintf("%s: %s serial %s peer %s, valid until %s", d, r.Identity, r.Serial, r.Peer,
-					r.NotAfter.UTC().Format(time.RFC3339)))
-			}
+		for _, r := range cz.Issued {
+			issued = append(issued, certzRecord{d, r.Identity, r.Serial, r.Issued, r.NotAfter, r.Peer, r.Method, r.With, r.Root, r.Bundle})
+		}
+	}
+	slices.SortStableFunc(issued, func(a, b certzRecord) int { return a.issued.Compare(b.issued) })
+	holderOf := map[string]string{} // serial -> holder
+	latest := map[string]string{}   // holder -> its newest serial
+	for _, r := range issued {
+		h, ok := holderOf[r.with]
+		switch {
+		case r.method == "client-cert" && ok:
+		case r.method == "client-cert" || r.method == "token":
+			h = r.method + ":" + r.with
+		default:
+			h = r.method + ":" + r.identity + "@" + hostOf(r.peer)
+		}
+		holderOf[r.serial], latest[h] = h, r.serial
+	}
+	for _, r := range issued {
+		if bad(r.root, r.bundle) && r.notAfter.After(now) && latest[holderOf[r.serial]] == r.serial {
+			out = append(out, fmt.Sprintf("%s: %s serial %s peer %s (%s %s), valid until %s", r.daemon, r.identity, r.serial, r.peer,
+				r.method, r.with, r.notAfter.UTC().Format(time.RFC3339)))
 		}
 	}
 	if len(out) == 0 {
@@ -209,6 +234,13 @@ func fps(p string) []string {
 	}
 }
 
+func hostOf(peer string) string {
+	if h, _, err := net.SplitHostPort(peer); err == nil {
+		return h
+	}
+	return peer
+}
+
 func containsAny(have, want []string) bool {
 	for _, w := range want {
 		if slices.Contains(have, w) {
@@ -216,11 +248,4 @@ func containsAny(have, want []string) bool {
 		}
 	}
 	return false
-}
-
-func hostOf(peer string) string {
-	if h, _, err := net.SplitHostPort(peer); err == nil {
-		return h
-	}
-	return peer
 }
