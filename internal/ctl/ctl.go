@@ -55,7 +55,7 @@ func verbs() []Verb {
 	return []Verb{
 		{Name: "proxy-status", Synopsis: "[PROXY]", Daemon: true, Run: proxyStatus,
 			Summary: "every connected proxy and, per xDS type, SYNCED, STALE or NACKED (with the reason) and since when"},
-		{Name: "proxy-config", Synopsis: "clusters|listeners|routes|endpoints|all PROXY [-o table|json|yaml] [--fqdn H] [--port N] [--subset S] [--direction inbound|outbound]",
+		{Name: "proxy-config", Synopsis: "clusters|listeners|routes|endpoints|secrets|all PROXY [-o table|json|yaml] [--fqdn H] [--port N] [--subset S] [--direction inbound|outbound]",
 			Daemon: true, Run: proxyConfig, Subs: []string{"clusters", "listeners", "routes", "endpoints", "all"},
 			Summary: "what baremeshd last sent one proxy, as tables or the raw resources"},
 		{Name: "diff", Synopsis: "DIR... [--proxy PROXY] [-o text|json]", Daemon: true, Run: diffCmd,

@@ -224,9 +224,9 @@ func TestUsage(t *testing.T) {
 	if code != 0 || out != "baremeshctl "+version.Version+"\n" {
 		t.Errorf("--version: exit %d, %q", code, out)
 	}
-	code, _, errs = run("", time.Time{}, "proxy-config", "secrets", "x")
-	if code != 2 || !strings.Contains(errs, "choose clusters, listeners, routes, endpoints or all") {
-		t.Errorf("proxy-config secrets: exit %d, %q", code, errs)
+	code, _, errs = run("", time.Time{}, "proxy-config", "bogus", "x")
+	if code != 2 || !strings.Contains(errs, "choose clusters, listeners, routes, endpoints, secrets or all") {
+		t.Errorf("proxy-config bogus: exit %d, %q", code, errs)
 	}
 }
 

@@ -31,6 +31,7 @@ var sections = []section{
 	{name: "listeners", typ: "lds", title: "LISTENERS", table: listenerTable, keep: keepListener},
 	{name: "routes", typ: "rds", title: "ROUTES", table: routeTable, keep: keepRoute},
 	{name: "endpoints", typ: "eds", title: "ENDPOINTS", table: endpointTable, keep: keepEndpoint},
+	{name: "secrets", typ: "sds", title: "SECRETS", table: secretTable, keep: keepSecret},
 }
 
 func proxyConfig(e *Env, args []string) int {
@@ -58,7 +59,7 @@ func proxyConfig(e *Env, args []string) int {
 		}
 	}
 	if len(secs) == 0 {
-		fmt.Fprintf(e.Stderr, "baremeshctl proxy-config: unknown %q; choose clusters, listeners, routes, endpoints or all\n", pos[0])
+		fmt.Fprintf(e.Stderr, "baremeshctl proxy-config: unknown %q; choose clusters, listeners, routes, endpoints, secrets or all\n", pos[0])
 		return 2
 	}
 	if out != "table" && out != "json" && out != "yaml" {
