@@ -27,7 +27,7 @@ metadata: {name: web, namespace: default}
 spec:
   hosts: [web.default.svc.cluster.local]
   addresses: [10.96.0.10]
-  ports: [{number: 80, name: http, protocol: HTTP}, {number: 9000, name: auto}]
+  ports: [{number: 80, name: http, protocol: HTTP}, {number: 8080, name: http-alt, protocol: HTTP}, {number: 9000, name: auto}]
   resolution: STATIC
   endpoints: [{address: 10.0.0.1}]
 ---
@@ -40,6 +40,14 @@ spec:
   http:
   - timeout: 3s
     route: [{destination: {host: web.default.svc.cluster.local, port: {number: 80}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ext, namespace: default}
+spec:
+  hosts: [api.external.example]
+  http:
+  - route: [{destination: {host: web.default.svc.cluster.local, port: {number: 80}}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: Gateway
@@ -60,10 +68,22 @@ spec:
 		return p
 	}
 	sidecar := node("sidecar~10.0.0.9~client.default~default.svc.cluster.local", nil)
-	res, err := Generate(gen.Input{Push: pc, Proxy: sidecar, Names: []string{"80", "web.default.svc.cluster.local:9000"}})
+	res, err := Generate(gen.Input{Push: pc, Proxy: sidecar, Names: []string{"80", "web.default.svc.cluster.local:9000", "8080"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A VirtualService naming no service gets a virtual host on port 80
+	// only, as istiod's selectVirtualServices.
+	for _, r := range res {
+		has := false
+		for _, vh := range r.Resource.(*routev3.RouteConfiguration).GetVirtualHosts() {
+			has = has || slices.Contains(vh.GetDomains(), "api.external.example")
+		}
+		if want := r.Name == "80"; has != want {
+			t.Errorf("%s: virtual host for api.external.example %v, want %v", r.Name, has, want)
+		}
+	}
+	res = res[:2]
 	gw := node("router~10.0.0.8~gw.default~default.svc.cluster.local", map[string]string{"istio": "ingressgateway"})
 	gres, err := Generate(gen.Input{Push: pc, Proxy: gw, Names: []string{"http.8080"}})
 	if err != nil {

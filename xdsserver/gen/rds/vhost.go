@@ -10,6 +10,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
@@ -144,6 +145,9 @@ func (b *vhostBuilder) vsOnlyHosts() {
 			if seen[h] || v.ServiceFor(h) != nil {
 				continue
 			}
+			if b.rb.port != 80 && !selectsService(v, c, b.rb.port) {
+				break // none of c's hosts, on this port
+			}
 			if seen == nil {
 				seen = map[string]bool{}
 			}
@@ -166,6 +170,23 @@ func (b *vhostBuilder) vsOnlyHosts() {
 			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes, IncludeRequestAttemptCount: true})
 		}
 	}
+}
+
+// selectsService reports whether a host of the VirtualService c overlaps
+// a service served on port. On every port but 80 istiod keeps only such
+// VirtualServices for a sidecar's route config (selectVirtualServices,
+// "to keep consistent with previous behavior"), so hosts of one naming
+// no service get a virtual host on port 80 alone.
+func selectsService(v *scope.View, c *config.Config, port uint32) bool {
+	for _, h := range c.Spec.(*networking.VirtualService).GetHosts() {
+		h = v.FQDN(h, c.Namespace)
+		for _, svc := range v.Services {
+			if (scope.HostMatch(h, svc.Hostname) || scope.HostMatch(svc.Hostname, h)) && servedOn(v, svc, port) != notServed {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // allowAnyHost and blockAllHost are Istio's catch-all virtual hosts,
