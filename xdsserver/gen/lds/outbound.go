@@ -103,9 +103,9 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 				if fresh {
 					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
 					if !shared {
-						l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: filters}
+						l.DefaultFilterChain = &listenerv3.FilterChain{Filters: filters}
 					} else {
-						l.DefaultFilterChain = &listenerv3.FilterChain{Name: gen.PassthroughCluster, Filters: []*listenerv3.Filter{tcpProxy(gen.PassthroughCluster, gen.PassthroughCluster)}}
+						l.DefaultFilterChain = passthroughChain
 					}
 				}
 				if shared { // only a shared listener sees a hostname twice
@@ -115,7 +115,6 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					sni[l.Name] = append(sni[l.Name], svc.Hostname)
 				}
 				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-					Name:             stat,
 					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}},
 					Filters:          filters,
 				})
@@ -136,7 +135,7 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: plaintextHTTPALPNs},
 						Filters:          []*listenerv3.Filter{rdsFilter(opts, "outbound_"+bind+"_"+gen.PortName(p.Number), route)},
 					}}
-					l.DefaultFilterChain = &listenerv3.FilterChain{Name: stat, Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat))}}
+					l.DefaultFilterChain = &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat))}}
 				}
 			}
 		}
