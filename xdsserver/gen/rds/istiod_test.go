@@ -40,6 +40,7 @@ spec:
   http:
   - timeout: 3s
     route: [{destination: {host: web.default.svc.cluster.local, port: {number: 80}}}]
+    mirror: {host: web.default.svc.cluster.local, port: {number: 8080}}
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService
@@ -124,6 +125,11 @@ spec:
 		}
 		for _, rt := range web.GetRoutes() {
 			ra := rt.GetRoute()
+			for _, m := range ra.GetRequestMirrorPolicies() {
+				if !m.GetDisableShadowHostSuffixAppend() || m.GetTraceSampled() == nil || m.GetTraceSampled().GetValue() {
+					t.Errorf("%s: route %s: mirror %v, want disable_shadow_host_suffix_append, trace_sampled false", r.Name, rt.GetName(), m)
+				}
+			}
 			if ra.GetMaxGrpcTimeout() == nil || ra.GetMaxGrpcTimeout().AsDuration() != ra.GetTimeout().AsDuration() { //nolint:staticcheck // what istiod sets
 				t.Errorf("%s: route %s: max_grpc_timeout %v, want the timeout %v", r.Name, rt.GetName(), ra.GetMaxGrpcTimeout(), ra.GetTimeout()) //nolint:staticcheck // as above
 			}

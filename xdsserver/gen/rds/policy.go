@@ -42,6 +42,10 @@ var defaultRetryPolicy = &routev3.RetryPolicy{
 // never altered.
 var noValidate = gen.Bool(false)
 
+// notSampled is a mirror policy's trace_sampled false, shared and never
+// altered.
+var notSampled = gen.Bool(false)
+
 // noTimeout is the zero route timeout (none), shared and never altered.
 var noTimeout = gen.Duration(0)
 

@@ -380,8 +380,12 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 		ra.RetryPolicy = retry(hr.GetRetries())
 	}
 	for _, mp := range mirrors(hr) {
+		// As istiod: the mirrored request keeps its Host (Envoy would
+		// append "-shadow", so the mirror's virtual hosts would not match)
+		// and starts no trace of its own.
 		ra.RequestMirrorPolicies = append(ra.RequestMirrorPolicies, &routev3.RouteAction_RequestMirrorPolicy{
 			Cluster: b.cluster(ns, mp.GetDestination()), RuntimeFraction: fraction(mp.GetPercentage(), 100),
+			TraceSampled: notSampled, DisableShadowHostSuffixAppend: true,
 		})
 	}
 	if rw := hr.GetRewrite(); rw != nil {
