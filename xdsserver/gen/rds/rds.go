@@ -158,9 +158,13 @@ func sidecarRoute(v *scope.View, name string, shared map[servicePort]*routev3.Vi
 	vb.service(svc, true)
 	// The listener of this one service port has no other host: its
 	// virtual host takes every domain, as istiod's
-	// getVirtualHostsForSniffedServicePort. A copy: the host may be
-	// shared with the "PORT" config.
+	// getVirtualHostsForSniffedServicePort. A copy where the host may be
+	// shared with a "PORT" config of this generation (shared set).
 	for i, vh := range vb.hosts {
+		if shared == nil {
+			vh.Domains = anyDomain
+			continue
+		}
 		vb.hosts[i] = &routev3.VirtualHost{Name: vh.Name, Domains: anyDomain, Routes: vh.Routes, IncludeRequestAttemptCount: vh.IncludeRequestAttemptCount}
 	}
 	return sidecarConfig(name, vb.hosts)
