@@ -8,6 +8,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -104,7 +105,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 				}{}
 				b.m.ServerNames = names
 				b.filters[0] = httpFilter(stat, s.RouteName)
-				b.fc.FilterChainMatch, b.fc.TransportSocket, b.fc.Filters = &b.m, downstreamTLS(tlsSockets, s.Server.GetTls()), b.filters[:]
+				b.fc.FilterChainMatch, b.fc.TransportSocket, b.fc.Filters = &b.m, downstreamTLS(tlsSockets, v.Proxy, s.Server.GetTls()), b.filters[:]
 				l.FilterChains = append(l.FilterChains, &b.fc)
 			default:
 				tls = tls || s.Server.GetTls() != nil
@@ -176,23 +177,50 @@ var gatewayALPN = []string{"h2", "http/1.1"}
 
 // tlsKey is every field of a server's TLS settings downstreamTLS reads.
 type tlsKey struct {
-	mutual                bool
+	mutual, istioMutual   bool
+	sans                  string
 	cred, cert, key, cacs string
 }
 
 // downstreamTLS is the transport socket of an HTTPS server terminated at
 // the gateway. Servers with the same settings (a thousand ISTIO_MUTUAL
 // ones in Istio's gateway benchmark) share one socket from memo, never
-// altered, as chains already share filters.
-func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, t *networking.ServerTLSSettings) *corev3.TransportSocket {
+// altered, as chains already share filters. An ISTIO_MUTUAL server
+// presents the gateway's own workload certificate and requires a client
+// certificate from the mesh root (SDS "default" and "ROOTCA" where the
+// proxy's workload secrets come from), checking subjectAltNames when
+// given, as istiod.
+func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *gen.Proxy, t *networking.ServerTLSSettings) *corev3.TransportSocket {
 	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, cred: t.GetCredentialName(),
-		cert: t.GetServerCertificate(), key: t.GetPrivateKey(), cacs: t.GetCaCertificates()}
+		cert: t.GetServerCertificate(), key: t.GetPrivateKey(), cacs: t.GetCaCertificates(),
+		istioMutual: t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL, sans: strings.Join(t.GetSubjectAltNames(), ",")}
 	if ts := memo[k]; ts != nil {
 		return ts
 	}
 	// The context is marshalled into its Any at once, so the shared
 	// constant parts (ALPN, the ADS config source) are safe to reference.
 	common := &tlsv3.CommonTlsContext{AlpnProtocols: gatewayALPN}
+	if k.istioMutual {
+		sds := gen.WorkloadSDS(p)
+		vc := &tlsv3.CertificateValidationContext{}
+		for _, n := range t.GetSubjectAltNames() {
+			typ := tlsv3.SubjectAltNameMatcher_DNS
+			if strings.HasPrefix(n, "spiffe://") {
+				typ = tlsv3.SubjectAltNameMatcher_URI
+			}
+			vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{SanType: typ,
+				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}}})
+		}
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}}
+		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+			DefaultValidationContext:         vc,
+			ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds},
+		}}
+		ts := &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(
+			&tlsv3.DownstreamTlsContext{CommonTlsContext: common, RequireClientCertificate: gen.Bool(true)})}}
+		memo[k] = ts
+		return ts
+	}
 	if k.cred != "" {
 		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: k.cred, SdsConfig: gen.CredentialSDS()}}
 	} else if k.cert != "" {
