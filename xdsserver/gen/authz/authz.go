@@ -125,14 +125,22 @@ func (p Policies) build(ps []policy, action rbacv3.RBAC_Action, tcp bool) *rbacv
 	return out
 }
 
-// HTTPFilters are the HTTP RBAC filters for the workload, to go before
-// the router.
-func (p Policies) HTTPFilters() []*hcmv3.HttpFilter {
+// HTTPFilters are the HTTP RBAC filters for a proxyless gRPC server, to
+// go before the router: names unique per chain (grpc-go refuses
+// duplicates), "envoy.filters.http.rbac" suffixed with the action but for
+// ALLOW, as istiod's grpcgen.
+func (p Policies) HTTPFilters() []*hcmv3.HttpFilter { return p.httpFilters(true) }
+
+// EnvoyHTTPFilters are the HTTP RBAC filters for Envoy, all named
+// "envoy.filters.http.rbac" as istiod names them (Envoy takes duplicate
+// names).
+func (p Policies) EnvoyHTTPFilters() []*hcmv3.HttpFilter { return p.httpFilters(false) }
+
+func (p Policies) httpFilters(unique bool) []*hcmv3.HttpFilter {
 	var out []*hcmv3.HttpFilter
 	for _, r := range p.RBACs(false) {
-		// Names are unique per chain (grpc-go refuses duplicates).
 		name := HTTPFilterName
-		if r.Action != rbacv3.RBAC_ALLOW {
+		if unique && r.Action != rbacv3.RBAC_ALLOW {
 			name += "." + strings.ToUpper(actionName(r.Action))
 		}
 		out = append(out, &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{

@@ -43,7 +43,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 	var gwHTTP []*hcmv3.HttpFilter
 	var gwTCP []*listenerv3.Filter
 	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
-		gwHTTP, gwTCP = append(pols.HTTPFilters(), sidecarHTTPFilters...), pols.NetworkFilters()
+		gwHTTP, gwTCP = append(pols.EnvoyHTTPFilters(), sidecarHTTPFilters...), pols.NetworkFilters()
 	}
 	opts := newHCMOpts(v, gatewayHTTP)
 	httpFilter := func(stat, route string) *listenerv3.Filter {

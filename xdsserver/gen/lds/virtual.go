@@ -88,7 +88,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 	var httpRBAC []*hcmv3.HttpFilter
 	var tcpRBAC []*listenerv3.Filter
 	if !pols.Empty() {
-		httpRBAC, tcpRBAC = pols.HTTPFilters(), pols.NetworkFilters()
+		httpRBAC, tcpRBAC = pols.EnvoyHTTPFilters(), pols.NetworkFilters()
 	}
 	pa := scope.PeerAuthnFor(v.Push, v.Proxy.Namespace, v.Proxy.Labels)
 	inst := scope.Inbound(v.Push, v.Proxy)
