@@ -114,6 +114,12 @@ func RotatePrepare(dir string, opts RotateOptions) (*Rotation, error) {
 		if err := os.RemoveAll(next); err != nil {
 			return err
 		}
+		ok := false
+		defer func() {
+			if !ok {
+				os.RemoveAll(next) // a refused prepare leaves nothing behind
+			}
+		}()
 		if opts.From != "" {
 			if err := copyCAFiles(opts.From, next); err != nil {
 				return err
@@ -136,7 +142,12 @@ func RotatePrepare(dir string, opts RotateOptions) (*Rotation, error) {
 		if err := writeRotation(dir, rot); err != nil {
 			return err
 		}
-		return writeCAFile(dir, RootCertFile, bundle, 0o644)
+		if err := writeCAFile(dir, RootCertFile, bundle, 0o644); err != nil {
+			os.Remove(filepath.Join(dir, RotationFile))
+			return err
+		}
+		ok = true
+		return nil
 	})
 	return rot, err
 }

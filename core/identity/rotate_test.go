@@ -4,6 +4,10 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,5 +119,49 @@ func TestRootRotation(t *testing.T) {
 	again, err := LoadCA(CAOptions{Dir: dir})
 	if err != nil || !again.SignerRoot().Equal(newRoot) || len(again.TrustedRoots()) != 1 {
 		t.Fatalf("restart after retire: %v", err)
+	}
+}
+
+// TestRootRotationPluggedFrom: a plugged-in CA (root and intermediate)
+// rotated to an operator's new cacerts (--from): after activate the new
+// intermediate signs and the response chain is leaf, new intermediate,
+// both roots; a bad --from is refused naming it, and nothing changes.
+func TestRootRotationPluggedFrom(t *testing.T) {
+	dir, oldRoot, _ := pluggedDir(t)
+	ca, err := LoadCA(CAOptions{Dir: dir, Plugged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RotatePrepare(dir, RotateOptions{From: dir}); err == nil || !strings.Contains(err.Error(), "already trusted") {
+		t.Fatalf("prepare from the current CA: %v", err)
+	}
+	if _, err := RotatePrepare(dir, RotateOptions{From: t.TempDir()}); err == nil || !strings.Contains(err.Error(), CACertFile) {
+		t.Fatalf("prepare from an empty directory: %v", err)
+	}
+	if changed, err := ca.Reload(); changed || err != nil {
+		t.Fatalf("a refused prepare changed the CA: %v %v", changed, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "next")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused prepare left next/: %v", err)
+	}
+	from, newRoot, newInter := pluggedDir(t)
+	if _, err := RotatePrepare(dir, RotateOptions{From: from}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RotateActivate(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := ca.Reload(); !changed || err != nil {
+		t.Fatalf("reload: %v %v", changed, err)
+	}
+	is, _, err := ca.IssueWorkload(workload, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(is.Chain) != 3 || is.Chain[1] != string(certPEM(newInter)) || is.Chain[2] != string(certPEM(oldRoot, newRoot)) {
+		t.Fatalf("chain after activate: %q", is.Chain)
+	}
+	if !ca.SignerRoot().Equal(newRoot) {
+		t.Fatal("signer root is not the new one")
 	}
 }
