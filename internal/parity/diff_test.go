@@ -106,3 +106,19 @@ func TestSelfParity(t *testing.T) {
 		t.Logf("%s: %v", name, typeCounts(a))
 	}
 }
+
+// TestUnwrapSingles: a one-element RBAC and/or set compares equal to its
+// element; sets of two stay.
+func TestUnwrapSingles(t *testing.T) {
+	wrapped := map[string]any{"principals": []any{map[string]any{"and_ids": map[string]any{"ids": []any{
+		map[string]any{"or_ids": map[string]any{"ids": []any{map[string]any{"authenticated": "x"}}}},
+	}}}}}
+	got := unwrapSingles(wrapped).(map[string]any)["principals"].([]any)[0].(map[string]any)
+	if got["authenticated"] != "x" || len(got) != 1 {
+		t.Fatalf("unwrapped: %v", got)
+	}
+	two := map[string]any{"or_rules": map[string]any{"rules": []any{map[string]any{"any": true}, map[string]any{"any": false}}}}
+	if _, ok := unwrapSingles(two).(map[string]any)["or_rules"]; !ok {
+		t.Fatalf("a two-element set was unwrapped: %v", two)
+	}
+}

@@ -103,7 +103,42 @@ func (n *Normalizer) Tree(m proto.Message) (Tree, error) {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("json: %w", err)
 	}
-	return strip(t), nil
+	return unwrapSingles(strip(t)), nil
+}
+
+// rbacSets are the RBAC principal and permission combinators and the list
+// each holds.
+var rbacSets = map[string]string{"and_ids": "ids", "or_ids": "ids", "and_rules": "rules", "or_rules": "rules"}
+
+// unwrapSingles replaces an RBAC principal or permission that is an
+// and/or set of exactly one element by that element, recursively: Envoy
+// evaluates {and_ids: {ids: [x]}} and x alike (istiod wraps each rule
+// part so; our generator writes the part itself).
+func unwrapSingles(t any) any {
+	switch v := t.(type) {
+	case map[string]any:
+		for k, c := range v {
+			v[k] = unwrapSingles(c)
+		}
+		if len(v) == 1 {
+			for k, c := range v {
+				if list, ok := rbacSets[k]; ok {
+					if m, ok := c.(map[string]any); ok && len(m) == 1 {
+						if l, ok := m[list].([]any); ok && len(l) == 1 {
+							return l[0]
+						}
+					}
+				}
+			}
+		}
+		return v
+	case []any:
+		for i, c := range v {
+			v[i] = unwrapSingles(c)
+		}
+		return v
+	}
+	return t
 }
 
 // UnknownTypes lists the Any type URLs whose bodies were not compared.
