@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/core/push"
 )
 
 // TestRootRotationTwoReplicas: two baremeshd replicas read one CA
@@ -62,6 +63,17 @@ func TestRootRotationTwoReplicas(t *testing.T) {
 		t.Logf("ca rotate %s:\n%s", step, out)
 		switch step {
 		case "prepare":
+			// The trust bundle proxies get over PCDS follows (push reason trust).
+			waitFor(t, 10*time.Second, "both roots in each replica's PCDS trust bundle", func() bool {
+				for _, d := range []interface {
+					Pipeline() *push.Pipeline
+				}{a, b} {
+					if pc := d.Pipeline().Current(); pc == nil || len(pemCerts(pc.TrustRoots)) != 2 {
+						return false
+					}
+				}
+				return true
+			})
 			renewAt("prepared", a.TLSAddr())
 			renewAt("prepared", b.TLSAddr())
 			oldChain, oldKey = chain, key
