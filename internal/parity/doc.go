@@ -49,8 +49,10 @@
 //     as if never set (protojson writes no empty lists of its own).
 //  4. An RBAC principal or permission that is an and/or set of exactly one
 //     element (and_ids, or_ids, and_rules, or_rules) is replaced by that
-//     element, recursively: Envoy evaluates both alike, and istiod wraps
-//     every rule part so where our generator writes the part itself.
+//     element, recursively, and the elements of larger sets are sorted:
+//     Envoy evaluates both alike (AND and OR do not depend on order), and
+//     istiod wraps every rule part where our generator writes the part
+//     itself.
 //
 // Nothing else is removed: any other difference is reported.
 //

@@ -106,6 +106,13 @@ func (n *Normalizer) Tree(m proto.Message) (Tree, error) {
 	return unwrapSingles(strip(t)), nil
 }
 
+// canonical is t's JSON encoding (map keys sorted), an order for set
+// elements.
+func canonical(t any) string {
+	b, _ := json.Marshal(t)
+	return string(b)
+}
+
 // rbacSets are the RBAC principal and permission combinators and the list
 // each holds.
 var rbacSets = map[string]string{"and_ids": "ids", "or_ids": "ids", "and_rules": "rules", "or_rules": "rules"}
@@ -113,12 +120,23 @@ var rbacSets = map[string]string{"and_ids": "ids", "or_ids": "ids", "and_rules":
 // unwrapSingles replaces an RBAC principal or permission that is an
 // and/or set of exactly one element by that element, recursively: Envoy
 // evaluates {and_ids: {ids: [x]}} and x alike (istiod wraps each rule
-// part so; our generator writes the part itself).
+// part so; our generator writes the part itself); and it sorts the
+// elements of larger sets, whose order does not change their result.
 func unwrapSingles(t any) any {
 	switch v := t.(type) {
 	case map[string]any:
 		for k, c := range v {
 			v[k] = unwrapSingles(c)
+		}
+		for k, c := range v {
+			// An and/or set's order does not change its result: sort it.
+			if list, ok := rbacSets[k]; ok {
+				if m, ok := c.(map[string]any); ok {
+					if l, ok := m[list].([]any); ok && len(l) > 1 {
+						sort.SliceStable(l, func(i, j int) bool { return canonical(l[i]) < canonical(l[j]) })
+					}
+				}
+			}
 		}
 		if len(v) == 1 {
 			for k, c := range v {
