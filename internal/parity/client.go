@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // The four types the harness follows, by their short names in reports.
@@ -25,11 +27,12 @@ const (
 	EDS = "eds"
 )
 
+// typeURLs come from the one table of xDS types.
 var typeURLs = map[string]string{
-	CDS: "type.googleapis.com/envoy.config.cluster.v3.Cluster",
-	LDS: "type.googleapis.com/envoy.config.listener.v3.Listener",
-	RDS: "type.googleapis.com/envoy.config.route.v3.RouteConfiguration",
-	EDS: "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+	CDS: xdstype.Cluster.URL,
+	LDS: xdstype.Listener.URL,
+	RDS: xdstype.Route.URL,
+	EDS: xdstype.Endpoint.URL,
 }
 
 // Types lists the short type names in the order reports use.
