@@ -69,13 +69,15 @@ func TestPilotAgentDNS(t *testing.T) {
 	for i, delta := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sotw", true: "delta"}[delta], func(t *testing.T) {
 			v := startDNSVM(t, bins, i, delta, "")
-			allocated := func() string {
+			var allocated string
+			testkit.EventuallyWithin(t, 30*time.Second, "ratings.bookinfo.mesh with an allocated address in the snapshot", func() bool {
 				s := v.d.Pipeline().Current().Service("ratings.bookinfo.mesh", "bookinfo")
-				if s == nil || !s.AutoAllocated {
-					t.Fatal("ratings.bookinfo.mesh has no allocated address")
+				if s == nil || !s.AutoAllocated || len(s.Addresses) == 0 {
+					return false
 				}
-				return s.Addresses[0]
-			}()
+				allocated = s.Addresses[0]
+				return true
+			})
 			start := time.Now()
 			testkit.EventuallyWithin(t, 60*time.Second, "the agent answers ratings.bookinfo.mesh with its allocated address", func() bool {
 				return slices.Equal(v.ns.lookup(t, "ratings.bookinfo.mesh."), []string{allocated})
@@ -127,7 +129,11 @@ func startDNSVM(t *testing.T, bins string, k int, delta bool, extraConfig string
 	ns := newNetns(t, k)
 	cfgFile, d := testSetupAt(t, ns.hostIP, extraConfig)
 	conf := filepath.Join(filepath.Dir(cfgFile), "conf.d")
-	must(t, os.WriteFile(filepath.Join(conf, "services.yaml"), fmt.Appendf(nil, dnsServices, "10.9.0.1"), 0o644))
+	// Written aside and renamed in, as an editor does: the daemon already
+	// watches conf.d, and a file caught half-written is rejected (empty).
+	tmp := filepath.Join(conf, ".services.yaml.tmp")
+	must(t, os.WriteFile(tmp, fmt.Appendf(nil, dnsServices, "10.9.0.1"), 0o644))
+	must(t, os.Rename(tmp, filepath.Join(conf, "services.yaml")))
 	// Auto-allocation is asked for as Istio's VM guide does, in the mesh
 	// config's proxyMetadata, which `vm bootstrap` copies to cluster.env.
 	must(t, os.WriteFile(filepath.Join(filepath.Dir(cfgFile), "meshconfig.yaml"),
