@@ -82,5 +82,15 @@ func TestLooseStateDirRefused(t *testing.T) {
 		if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tokens+" is owned by uid 12345") {
 			t.Fatalf("New with another user's tokens/: %v", err)
 		}
+		// The package's layout checked by root (postinst runs
+		// check-config as root): the service user owns the directory
+		// and what is in it. Root accepts it (TestInstallUnderSystemd's
+		// upgrade was refused: "owned by uid 999, not ... root").
+		if err := os.Chown(cfg.StateDir, 12345, 12345); err != nil {
+			t.Fatal(err)
+		}
+		if err := identity.CheckStateDir(cfg.StateDir); err != nil {
+			t.Fatalf("root checking the service user's state directory: %v", err)
+		}
 	}
 }
