@@ -165,7 +165,15 @@ func TestSlowReadersDoNotStallOthers(t *testing.T) {
 		t.Fatalf("new proxy without slow readers: %v", err)
 	}
 	// A well-behaved proxy that stays connected must see every push.
-	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Under the race detector generation is ~10× slower and a loaded
+	// machine (a full make test) stretches the first pushes past 30 s
+	// (seen at this test's own base commit too): give each push longer
+	// there; a stall (slow streams holding the send slots) never arrives.
+	pushWait, total := 30*time.Second, 2*time.Minute
+	if raceEnabled {
+		pushWait, total = 150*time.Second, 10*time.Minute
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), total)
 	defer wcancel()
 	watcher, err := Start(wctx, Options{Addr: addr, Proxies: 1, Mode: SotW, Namespace: "default"})
 	if err != nil {
@@ -196,7 +204,7 @@ func TestSlowReadersDoNotStallOthers(t *testing.T) {
 		w := watcher.Expect(HasEndpoint("outbound|80||big.load.mesh", fmt.Sprintf("10.200.255.%d", gen)))
 		start := time.Now()
 		writeFile(t, e.dir, "big.yaml", bigEntry(endpoints, gen))
-		pctx, pcancel := context.WithTimeout(wctx, 30*time.Second)
+		pctx, pcancel := context.WithTimeout(wctx, pushWait)
 		err := w.Wait(pctx)
 		pcancel()
 		if err != nil {
