@@ -19,30 +19,7 @@ import (
 // kind, re-indexes the ServiceEntries, so Configs(ServiceEntry) — what the
 // Istio config types serve over MCP — is not stale for good.
 func TestEndpointOnlyChangeIndexedByNextFullPush(t *testing.T) {
-	mem := store.NewMemory()
-	p := push.NewPipeline(mem, model.NewRegistry(model.NewAllocator()), config.DefaultMeshConfig(), push.PipelineOptions{Debounce: 5 * time.Millisecond, EndpointsBypassDebounce: true})
-	mem.Subscribe(p.OnEvents)
-	type pushed struct {
-		pc  *push.PushContext
-		req *push.Request
-	}
-	got := make(chan pushed, 10)
-	p.AddListener(func(pc *push.PushContext, r *push.Request) { got <- pushed{pc, r} })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	synced := make(chan struct{})
-	close(synced)
-	go p.Run(ctx, synced)
-	next := func() pushed {
-		t.Helper()
-		select {
-		case x := <-got:
-			return x
-		case <-time.After(10 * time.Second):
-			t.Fatal("no push within 10s")
-		}
-		return pushed{}
-	}
+	mem, _, next := runPipeline(t)
 	addr := func(pc *push.PushContext) string {
 		cs := pc.Configs(config.ServiceEntry)
 		if len(cs) != 1 {
@@ -76,30 +53,7 @@ func TestEndpointOnlyChangeIndexedByNextFullPush(t *testing.T) {
 // Configs only with the next full push, and the unselected entry gave
 // no push at all.
 func TestEndpointOnlyChangeIndexedAtOnce(t *testing.T) {
-	mem := store.NewMemory()
-	p := push.NewPipeline(mem, model.NewRegistry(model.NewAllocator()), config.DefaultMeshConfig(), push.PipelineOptions{Debounce: 5 * time.Millisecond, EndpointsBypassDebounce: true})
-	mem.Subscribe(p.OnEvents)
-	type pushed struct {
-		pc  *push.PushContext
-		req *push.Request
-	}
-	got := make(chan pushed, 10)
-	p.AddListener(func(pc *push.PushContext, r *push.Request) { got <- pushed{pc, r} })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	synced := make(chan struct{})
-	close(synced)
-	go p.Run(ctx, synced)
-	next := func() pushed {
-		t.Helper()
-		select {
-		case x := <-got:
-			return x
-		case <-time.After(10 * time.Second):
-			t.Fatal("no push within 10s")
-		}
-		return pushed{}
-	}
+	mem, p, next := runPipeline(t)
 	const se = `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: vm, namespace: ns}
@@ -147,5 +101,37 @@ spec: {address: ADDR, labels: {app: APP}}
 	x = next()
 	if lone := (config.Key{Kind: config.WorkloadEntry, Namespace: "ns", Name: "lone"}); x.req.Full || !x.req.Configs[lone] || addrOf(x.pc, "lone") != "10.0.0.9" {
 		t.Fatalf("unselected WorkloadEntry: push %+v, address %q", x.req, addrOf(x.pc, "lone"))
+	}
+}
+
+// pushed is one push a pipeline listener saw.
+type pushed struct {
+	pc  *push.PushContext
+	req *push.Request
+}
+
+// runPipeline runs a pipeline over a memory store (5 ms debounce,
+// endpoint pushes undebounced) until the test ends; the returned func
+// waits for its next push.
+func runPipeline(t *testing.T) (*store.Memory, *push.Pipeline, func() pushed) {
+	mem := store.NewMemory()
+	p := push.NewPipeline(mem, model.NewRegistry(model.NewAllocator()), config.DefaultMeshConfig(), push.PipelineOptions{Debounce: 5 * time.Millisecond, EndpointsBypassDebounce: true})
+	mem.Subscribe(p.OnEvents)
+	got := make(chan pushed, 10)
+	p.AddListener(func(pc *push.PushContext, r *push.Request) { got <- pushed{pc, r} })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	synced := make(chan struct{})
+	close(synced)
+	go p.Run(ctx, synced)
+	return mem, p, func() pushed {
+		t.Helper()
+		select {
+		case x := <-got:
+			return x
+		case <-time.After(10 * time.Second):
+			t.Fatal("no push within 10s")
+		}
+		return pushed{}
 	}
 }
