@@ -7,6 +7,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
+	telemetry "istio.io/api/telemetry/v1alpha1"
 )
 
 // Kind is a resource kind, unique across the groups baremesh knows.
@@ -23,7 +24,13 @@ const (
 	Sidecar             Kind = "Sidecar"
 	PeerAuthentication  Kind = "PeerAuthentication"
 	AuthorizationPolicy Kind = "AuthorizationPolicy"
-	MeshConfig          Kind = "MeshConfig"
+	// RequestAuthentication: end-user JWT rules (issue #29).
+	RequestAuthentication Kind = "RequestAuthentication"
+	// EnvoyFilter: patches applied after generation (issue #29).
+	EnvoyFilter Kind = "EnvoyFilter"
+	// Telemetry: metrics, access logging and tracing (issue #27).
+	Telemetry  Kind = "Telemetry"
+	MeshConfig Kind = "MeshConfig"
 )
 
 // Group names.
@@ -31,6 +38,7 @@ const (
 	NetworkingGroup = "networking.istio.io"
 	SecurityGroup   = "security.istio.io"
 	MeshGroup       = "mesh.istio.io"
+	TelemetryGroup  = "telemetry.istio.io"
 )
 
 // Schema describes one kind: its group, the API versions accepted for it
@@ -52,6 +60,7 @@ func (s *Schema) GVK() GroupVersionKind {
 
 var networkingVersions = []string{"v1", "v1beta1", "v1alpha3"}
 var securityVersions = []string{"v1", "v1beta1"}
+var telemetryVersions = []string{"v1", "v1alpha1"}
 
 // registry is built once and never altered.
 var registry = func() map[Kind]*Schema {
@@ -65,6 +74,9 @@ var registry = func() map[Kind]*Schema {
 		{Kind: Sidecar, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.Sidecar{} }, Validate: validateSidecar},
 		{Kind: PeerAuthentication, Group: SecurityGroup, Versions: securityVersions, New: func() proto.Message { return &security.PeerAuthentication{} }, Validate: validatePeerAuthentication},
 		{Kind: AuthorizationPolicy, Group: SecurityGroup, Versions: securityVersions, New: func() proto.Message { return &security.AuthorizationPolicy{} }, Validate: validateAuthorizationPolicy},
+		{Kind: RequestAuthentication, Group: SecurityGroup, Versions: securityVersions, New: func() proto.Message { return &security.RequestAuthentication{} }, Validate: validateRequestAuthentication},
+		{Kind: EnvoyFilter, Group: NetworkingGroup, Versions: []string{"v1alpha3"}, New: func() proto.Message { return &networking.EnvoyFilter{} }, Validate: validateEnvoyFilter},
+		{Kind: Telemetry, Group: TelemetryGroup, Versions: telemetryVersions, New: func() proto.Message { return &telemetry.Telemetry{} }, Validate: validateTelemetry},
 	}
 	m := make(map[Kind]*Schema, len(all))
 	for _, s := range all {

@@ -230,6 +230,13 @@ var rows = []row{
 	// AuthorizationPolicy.
 	{"AP valid v1", ap("  selector: {matchLabels: {app: a}}\n  action: ALLOW\n  rules:\n  - from: [{source: {principals: [cluster.local/ns/default/sa/sleep], ipBlocks: [10.0.0.0/8]}}]\n" +
 		"    to: [{operation: {methods: [GET], paths: [\"/info*\"], ports: [\"8080\"]}}]\n    when: [{key: \"request.headers[version]\", values: [v1]}, {key: source.ip, notValues: [1.2.3.4]}]\n"), ""},
+	// RequestAuthentication, EnvoyFilter, Telemetry: one valid row per
+	// version (their rules come with the features that read them).
+	{"RA valid v1", sec1 + "kind: RequestAuthentication\n" + meta + "spec: {jwtRules: [{issuer: https://issuer.example}]}\n", ""},
+	{"RA valid v1beta1", sec1beta1 + "kind: RequestAuthentication\n" + meta + "spec: {}\n", ""},
+	{"EF valid", net1alpha + "kind: EnvoyFilter\n" + meta + "spec: {configPatches: [{applyTo: HTTP_FILTER, patch: {operation: REMOVE}}]}\n", ""},
+	{"Telemetry valid v1", "apiVersion: telemetry.istio.io/v1\nkind: Telemetry\n" + meta + "spec: {accessLogging: [{providers: [{name: envoy}]}]}\n", ""},
+	{"Telemetry valid v1alpha1", "apiVersion: telemetry.istio.io/v1alpha1\nkind: Telemetry\n" + meta + "spec: {}\n", ""},
 	{"AP valid v1beta1 allow nothing", sec1beta1 + "kind: AuthorizationPolicy\n" + meta + "spec: {}\n", ""},
 	{"AP valid custom", ap("  action: CUSTOM\n  provider: {name: ext-authz}\n  rules: [{to: [{operation: {paths: [/admin]}}]}]\n"), ""},
 	{"AP custom needs provider", ap("  action: CUSTOM\n  rules: [{}]\n"), "spec.provider.name"},

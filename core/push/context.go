@@ -212,6 +212,7 @@ var indexedKinds = []config.Kind{
 	config.VirtualService, config.DestinationRule, config.Gateway, config.Sidecar,
 	config.PeerAuthentication, config.AuthorizationPolicy, config.WorkloadGroup,
 	config.WorkloadEntry, config.ServiceEntry,
+	config.RequestAuthentication, config.EnvoyFilter, config.Telemetry,
 }
 
 // Build makes the snapshot after prev (nil for the first), rebuilding only

@@ -118,7 +118,8 @@ var (
 		URL: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Short: "cds",
 		Generate: cds.Generate, Cache: CacheShape, Order: 0, Wildcard: true,
 		Affects: map[config.Kind]Reach{config.Gateway: Routers, config.VirtualService: Routers,
-			config.DestinationRule: Everyone, config.Sidecar: Scoped, config.PeerAuthentication: Everyone},
+			config.DestinationRule: Everyone, config.Sidecar: Scoped, config.PeerAuthentication: Everyone,
+			config.EnvoyFilter: Everyone},
 		Service: &clusterv3.ClusterDiscoveryService_ServiceDesc,
 	}
 	Endpoint = &Type{
@@ -133,14 +134,15 @@ var (
 		URL: "type.googleapis.com/envoy.config.listener.v3.Listener", Short: "lds",
 		Generate: lds.Generate, Cache: CacheShape, Order: 2, Wildcard: true,
 		Affects: map[config.Kind]Reach{config.Gateway: Routers, config.VirtualService: Bound,
-			config.Sidecar: Scoped, config.PeerAuthentication: Everyone, config.AuthorizationPolicy: Everyone},
+			config.Sidecar: Scoped, config.PeerAuthentication: Everyone, config.AuthorizationPolicy: Everyone,
+			config.RequestAuthentication: Everyone, config.EnvoyFilter: Everyone, config.Telemetry: Everyone},
 		Service: &listenerv3.ListenerDiscoveryService_ServiceDesc,
 	}
 	Route = &Type{
 		URL: "type.googleapis.com/envoy.config.route.v3.RouteConfiguration", Short: "rds",
 		Generate: rds.Generate, Cache: CacheShape, Order: 3, Partial: true,
 		Affects: map[config.Kind]Reach{config.Gateway: Routers, config.VirtualService: Bound,
-			config.DestinationRule: Everyone, config.Sidecar: Scoped},
+			config.DestinationRule: Everyone, config.Sidecar: Scoped, config.EnvoyFilter: Everyone},
 		Service: &routev3.RouteDiscoveryService_ServiceDesc,
 	}
 )
