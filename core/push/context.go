@@ -281,24 +281,6 @@ func (pc *PushContext) VirtualServicesFor(gateway string) []config.Config {
 	return out
 }
 
-// DestinationRule returns the DestinationRule for hostname as seen from
-// namespace: one in the proxy's namespace first, then the service's
-// namespace, then the root namespace, as Istio looks them up.
-func (pc *PushContext) DestinationRule(hostname, proxyNS, serviceNS string) *config.Config {
-	root := ""
-	if pc.Mesh != nil {
-		root = pc.Mesh.GetRootNamespace()
-	}
-	for _, ns := range []string{proxyNS, serviceNS, root} {
-		for i, c := range pc.ConfigsIn(config.DestinationRule, ns) {
-			if c.Spec.(*networking.DestinationRule).GetHost() == hostname {
-				return &pc.ConfigsIn(config.DestinationRule, ns)[i]
-			}
-		}
-	}
-	return nil
-}
-
 // SortedNamespaces returns the namespaces that hold configs of kind.
 func (pc *PushContext) SortedNamespaces(kind config.Kind) []string {
 	ix := pc.kinds[kind]

@@ -409,25 +409,16 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 	}
 }
 
-// singleLive is the destination of a forwarding HTTP route that routes to
-// one cluster, nil if it splits traffic: a single destination is live
-// whatever its weight; of several, those with a weight, and one of them
-// alone gets all the traffic.
+// singleLive is the destination of a forwarding HTTP route with exactly
+// one destination, nil for several: as istiod, several destinations
+// become weighted clusters even when only one of them has a weight (the
+// others, weight 0, are left out), so their header operations stay on
+// the cluster weight.
 func singleLive(hr *networking.HTTPRoute) *networking.HTTPRouteDestination {
-	ds := hr.GetRoute()
-	if len(ds) == 1 {
+	if ds := hr.GetRoute(); len(ds) == 1 {
 		return ds[0]
 	}
-	var one *networking.HTTPRouteDestination
-	for _, d := range ds {
-		if d.GetWeight() > 0 {
-			if one != nil {
-				return nil
-			}
-			one = d
-		}
-	}
-	return one
+	return nil
 }
 
 func mirrors(hr *networking.HTTPRoute) []*networking.HTTPMirrorPolicy {

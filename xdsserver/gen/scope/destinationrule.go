@@ -13,7 +13,8 @@ import (
 // DestinationRule returns the DestinationRule for svc as the proxy sees
 // it: looked up in the proxy's namespace, then the service's, then the
 // root namespace (Istio's order); in each, an exact host beats the most
-// specific wildcard; exportTo is honoured. Nil if none.
+// specific wildcard; a short host is of the rule's namespace; exportTo is
+// honoured. Nil if none.
 func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 	ix := v.destinationRules()
 	if !ix.any {
@@ -21,6 +22,7 @@ func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 	}
 	for i, ns := range [3]string{v.Proxy.Namespace, svc.Namespace, ix.root} {
 		var best *networking.DestinationRule
+		bestLen := 0
 		cs := ix.proxyNS
 		switch i {
 		case 1:
@@ -33,12 +35,14 @@ func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 			if !Exported(dr.GetExportTo(), c.Namespace, v.Proxy.Namespace) {
 				continue
 			}
-			h := dr.GetHost()
+			// A short host ("reviews") names a service of the rule's
+			// namespace, as Istio's ResolveShortnameToFQDN makes it.
+			h := v.FQDN(dr.GetHost(), c.Namespace)
 			if h == svc.Hostname {
 				return dr
 			}
-			if strings.HasPrefix(h, "*") && HostMatch(h, svc.Hostname) && (best == nil || len(h) > len(best.GetHost())) {
-				best = dr
+			if strings.HasPrefix(h, "*") && HostMatch(h, svc.Hostname) && (best == nil || len(h) > bestLen) {
+				best, bestLen = dr, len(h)
 			}
 		}
 		if best != nil {
