@@ -17,6 +17,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/credentials"
+	"github.com/baremesh/baremesh/core/jwks"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
 )
@@ -35,6 +36,9 @@ type PushContext struct {
 	// more roots; nil without a CA), served to agents in the trust
 	// bundle of their dynamic proxy config.
 	TrustRoots []byte
+	// JWKS are the key sets fetched for RequestAuthentication jwksUris
+	// (nil: none fetched).
+	JWKS *jwks.Set
 
 	services *serviceIndex
 	kinds    map[config.Kind]*kindIndex
@@ -196,6 +200,8 @@ type Inputs struct {
 	Credentials *credentials.Set
 	// TrustRoots: see PushContext.TrustRoots.
 	TrustRoots []byte
+	// JWKS: see PushContext.JWKS.
+	JWKS *jwks.Set
 }
 
 // Changed says what changed since the previous snapshot, so Build can
@@ -219,7 +225,7 @@ var indexedKinds = []config.Kind{
 // what changed says changed. It is pure apart from reading in.
 func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushContext {
 	live := in.Registry.Endpoints()
-	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
+	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, JWKS: in.JWKS, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
 	if prev != nil {
 		pc.Version = prev.Version + 1
 	} else {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/credentials"
+	"github.com/baremesh/baremesh/core/jwks"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
 )
@@ -45,6 +46,7 @@ type Pipeline struct {
 	mesh     atomic.Pointer[meshv1alpha1.MeshConfig]
 	creds    atomic.Pointer[credentials.Set]
 	roots    atomic.Pointer[[]byte]
+	jwks     atomic.Pointer[jwks.Set]
 	current  atomic.Pointer[PushContext]
 	// pinned is current re-pinned at a later endpoint generation, shared
 	// by every caller until the endpoints move again.
@@ -188,6 +190,16 @@ func (p *Pipeline) SetTrustRoots(pem []byte) {
 // ReasonTrust is the push reason of a change of the CA's roots.
 const ReasonTrust = "trust"
 
+// SetJWKS replaces the fetched JWT key sets (core/jwks) and queues a
+// full push (reason "jwks").
+func (p *Pipeline) SetJWKS(s *jwks.Set) {
+	p.jwks.Store(s)
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{ReasonJWKS: 1}})
+}
+
+// ReasonJWKS is the push reason of a change of fetched JWT keys.
+const ReasonJWKS = "jwks"
+
 func (p *Pipeline) trustRoots() []byte {
 	if r := p.roots.Load(); r != nil {
 		return *r
@@ -273,7 +285,7 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 	pc := p.current.Load()
 	if req.Full || pc == nil {
 		start := time.Now()
-		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots()}, changed, start)
+		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots(), JWKS: p.jwks.Load()}, changed, start)
 		p.current.Store(pc)
 		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
 	} else if changed != nil && len(changed.Kinds) > 0 {
