@@ -31,9 +31,19 @@ type Proxy struct {
 	Labels    map[string]string
 	// Proxyless is set for gRPC clients and servers without Envoy
 	// (metadata GENERATOR=grpc, or no Istio node ID at all).
-	Proxyless      bool
-	IstioVersion   string
-	ClusterID      string
+	Proxyless bool
+	// IstioProxy is set for Istio's own proxy (istio-proxy: Envoy built
+	// with Istio's extensions, started by pilot-agent), which the agent
+	// tells by the ISTIO_VERSION it puts in the node metadata; a
+	// proxyless gRPC client never is one, whatever its metadata says.
+	// Only such a proxy gets Istio's telemetry filters (metadata
+	// exchange, peer metadata, istio.stats, istio.alpn), which a plain
+	// Envoy cannot load.
+	IstioProxy   bool
+	IstioVersion string
+	ClusterID    string
+	// MeshID is metadata MESH_ID (tracing tags name it).
+	MeshID         string
 	Network        string
 	WorkloadName   string
 	ServiceAccount string

@@ -22,14 +22,17 @@ import (
 // too. Thousands of sidecars that differ only in their address share one
 // key, so their config is generated and encoded once.
 type shapeKey struct {
-	typeURL      string
-	push         uint64
-	nodeType     gen.NodeType
-	namespace    string
-	dnsDomain    string
-	labels       string
-	proxyless    bool
-	istioVersion string
+	typeURL    string
+	push       uint64
+	nodeType   gen.NodeType
+	namespace  string
+	dnsDomain  string
+	labels     string
+	proxyless  bool
+	istioProxy bool // telemetry filters and stat names (gen.Proxy.IstioProxy)
+	// clusterID, meshID: istio-proxy's tracing tags name them.
+	clusterID, meshID string
+	istioVersion      string
 	// dnsAutoAllocate: whether the proxy sees allocated service
 	// addresses (listener addresses, RDS names and domains follow it).
 	dnsAutoAllocate bool
@@ -51,7 +54,7 @@ type shapeKey struct {
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
 	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
-		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
+		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioProxy: p.IstioProxy, clusterID: p.ClusterID, meshID: p.MeshID, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
 		wildcard: names == nil, interception: p.InterceptionMode}
 	if p.Identity != nil {
 		k.identityNS = p.Identity.Namespace
@@ -86,7 +89,7 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []str
 // proxy is the proxy a cached generation sees: the key's fields only.
 func (k shapeKey) proxy() *gen.Proxy {
 	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
-		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioVersion: k.istioVersion, DNSAutoAllocate: k.dnsAutoAllocate,
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioProxy: k.istioProxy, ClusterID: k.clusterID, MeshID: k.meshID, IstioVersion: k.istioVersion, DNSAutoAllocate: k.dnsAutoAllocate,
 		Metadata: map[string]string{}}
 	if k.ips != "" {
 		p.IPs = strings.Split(k.ips, ",")

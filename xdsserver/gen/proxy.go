@@ -92,7 +92,9 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 		p.Proxyless = true
 	}
 	p.IstioVersion = p.Metadata["ISTIO_VERSION"]
+	p.IstioProxy = isIstioProxy(p)
 	p.ClusterID = p.Metadata["CLUSTER_ID"]
+	p.MeshID = p.Metadata["MESH_ID"]
 	p.Network = p.Metadata["NETWORK"]
 	p.WorkloadName = p.Metadata["WORKLOAD_NAME"]
 	p.ServiceAccount = p.Metadata["SERVICE_ACCOUNT"]
@@ -108,6 +110,15 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 		p.DNSDomain = p.Namespace + ".svc.cluster.local"
 	}
 	return p, nil
+}
+
+// isIstioProxy tells Istio's own proxy from a plain Envoy or a gRPC
+// client: pilot-agent always sends ISTIO_VERSION (its own version) in the
+// node metadata; a plain Envoy's bootstrap does not, and a proxyless gRPC
+// client (GENERATOR=grpc, or no Istio node ID) cannot load Envoy filters
+// whatever it sends.
+func isIstioProxy(p *Proxy) bool {
+	return !p.Proxyless && p.IstioVersion != ""
 }
 
 // gatewayTopology reads ProxyConfig.gatewayTopology from its JSON form
