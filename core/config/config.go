@@ -73,7 +73,7 @@ type Config struct {
 
 // Key returns the version-independent identity of c.
 func (c *Config) Key() Key {
-	return Key{Kind: Kind(c.GVK.Kind), Namespace: c.Namespace, Name: c.Name}
+	return Key{Kind: KindOf(c.GVK), Namespace: c.Namespace, Name: c.Name}
 }
 
 // DeepCopy returns a copy that shares nothing with c.

@@ -82,7 +82,7 @@ func (obj *Object) Typed(src Source) (Config, error) {
 	if len(errs) > 0 {
 		return Config{}, errs.Err()
 	}
-	gvk := GroupVersionKind{Group: s.Group, Version: obj.APIVersion[len(s.Group)+1:], Kind: string(s.Kind)}
+	gvk := GroupVersionKind{Group: s.Group, Version: obj.APIVersion[len(s.Group)+1:], Kind: s.manifestKind()}
 	spec := s.New()
 	if obj.Spec != nil {
 		b, err := json.Marshal(goDurations(obj.Spec, spec.ProtoReflect().Descriptor()))

@@ -2,12 +2,16 @@ package config
 
 import (
 	"sort"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
+
+	"github.com/baremesh/baremesh/core/config/gwapi"
 )
 
 // Kind is a resource kind, unique across the groups baremesh knows.
@@ -31,6 +35,18 @@ const (
 	// Telemetry: metrics, access logging and tracing (issue #27).
 	Telemetry  Kind = "Telemetry"
 	MeshConfig Kind = "MeshConfig"
+	// The Kubernetes Gateway API (issue #28), converted to Gateways and
+	// VirtualServices by core/gatewayapi. Their specs are
+	// google.protobuf.Struct (as istiod serves them over MCP); gwapi has
+	// the typed forms (DecodeSpec). KubernetesGateway is written "Gateway"
+	// in manifests (istiod's name for it too).
+	GatewayClass      Kind = "GatewayClass"
+	KubernetesGateway Kind = "KubernetesGateway"
+	HTTPRoute         Kind = "HTTPRoute"
+	GRPCRoute         Kind = "GRPCRoute"
+	TCPRoute          Kind = "TCPRoute"
+	TLSRoute          Kind = "TLSRoute"
+	ReferenceGrant    Kind = "ReferenceGrant"
 )
 
 // Group names.
@@ -39,6 +55,7 @@ const (
 	SecurityGroup   = "security.istio.io"
 	MeshGroup       = "mesh.istio.io"
 	TelemetryGroup  = "telemetry.istio.io"
+	GatewayAPIGroup = gwapi.Group
 )
 
 // Schema describes one kind: its group, the API versions accepted for it
@@ -51,16 +68,38 @@ type Schema struct {
 	New      func() proto.Message
 	// Validate checks a spec with Istio's rules; nil means no rules.
 	Validate func(c *Config) Errors
+	// ManifestKind is the kind as manifests write it when it differs from
+	// Kind (KubernetesGateway is "Gateway"); empty: Kind.
+	ManifestKind string
 }
 
 // GVK returns the schema's preferred GroupVersionKind.
 func (s *Schema) GVK() GroupVersionKind {
-	return GroupVersionKind{Group: s.Group, Version: s.Versions[0], Kind: string(s.Kind)}
+	return GroupVersionKind{Group: s.Group, Version: s.Versions[0], Kind: s.manifestKind()}
+}
+
+func (s *Schema) manifestKind() string {
+	if s.ManifestKind != "" {
+		return s.ManifestKind
+	}
+	return string(s.Kind)
+}
+
+// KindOf returns the kind of a manifest's group and kind
+// (gateway.networking.k8s.io Gateway is KubernetesGateway).
+func KindOf(g GroupVersionKind) Kind {
+	if g.Group == GatewayAPIGroup && g.Kind == "Gateway" {
+		return KubernetesGateway
+	}
+	return Kind(g.Kind)
 }
 
 var networkingVersions = []string{"v1", "v1beta1", "v1alpha3"}
 var securityVersions = []string{"v1", "v1beta1"}
 var telemetryVersions = []string{"v1", "v1alpha1"}
+var gatewayAPIVersions = []string{"v1", "v1beta1", "v1alpha2"}
+
+func newStruct() proto.Message { return &structpb.Struct{} }
 
 // registry is built once and never altered.
 var registry = func() map[Kind]*Schema {
@@ -77,6 +116,13 @@ var registry = func() map[Kind]*Schema {
 		{Kind: RequestAuthentication, Group: SecurityGroup, Versions: securityVersions, New: func() proto.Message { return &security.RequestAuthentication{} }, Validate: validateRequestAuthentication},
 		{Kind: EnvoyFilter, Group: NetworkingGroup, Versions: []string{"v1alpha3"}, New: func() proto.Message { return &networking.EnvoyFilter{} }, Validate: validateEnvoyFilter},
 		{Kind: Telemetry, Group: TelemetryGroup, Versions: telemetryVersions, New: func() proto.Message { return &telemetry.Telemetry{} }, Validate: validateTelemetry},
+		{Kind: GatewayClass, Group: GatewayAPIGroup, Versions: gatewayAPIVersions, New: newStruct, Validate: validateGatewayClass},
+		{Kind: KubernetesGateway, ManifestKind: "Gateway", Group: GatewayAPIGroup, Versions: gatewayAPIVersions, New: newStruct, Validate: validateKubernetesGateway},
+		{Kind: HTTPRoute, Group: GatewayAPIGroup, Versions: gatewayAPIVersions, New: newStruct, Validate: validateHTTPRouteKind},
+		{Kind: GRPCRoute, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha2"}, New: newStruct, Validate: validateGRPCRoute},
+		{Kind: TCPRoute, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha2"}, New: newStruct, Validate: validateTCPRoute},
+		{Kind: TLSRoute, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha3", "v1alpha2"}, New: newStruct, Validate: validateTLSRoute},
+		{Kind: ReferenceGrant, Group: GatewayAPIGroup, Versions: []string{"v1beta1", "v1", "v1alpha2"}, New: newStruct, Validate: validateReferenceGrant},
 	}
 	m := make(map[Kind]*Schema, len(all))
 	for _, s := range all {
@@ -105,8 +151,9 @@ func Kinds() []Kind {
 // Lookup finds the schema for an apiVersion ("group/version") and kind. It
 // returns ErrUnknownKind or ErrUnknownVersion, wrapped with the names.
 func Lookup(apiVersion, kind string) (*Schema, error) {
-	s := registry[Kind(kind)]
-	if s == nil {
+	group, _, _ := strings.Cut(apiVersion, "/")
+	s := registry[KindOf(GroupVersionKind{Group: group, Kind: kind})]
+	if s == nil || s.ManifestKind != "" && s.ManifestKind != kind {
 		return nil, unknownKindError(apiVersion, kind)
 	}
 	for _, v := range s.Versions {

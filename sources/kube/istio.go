@@ -55,7 +55,7 @@ func (c *cluster) discoverIstio(ctx context.Context) {
 			continue
 		}
 		for _, v := range s.Versions {
-			res, ok := lookup(s.Group + "/" + v)[string(k)]
+			res, ok := lookup(s.Group + "/" + v)[s.GVK().Kind]
 			if !ok {
 				continue
 			}

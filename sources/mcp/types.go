@@ -44,7 +44,7 @@ func parseTypeURL(typeURL string) (*config.Schema, config.GroupVersionKind, erro
 	if err != nil {
 		return nil, config.GroupVersionKind{}, fmt.Errorf("unknown type URL %q: %w", typeURL, err)
 	}
-	return s, config.GroupVersionKind{Group: s.Group, Version: typeURL[len(s.Group)+1 : i], Kind: string(s.Kind)}, nil
+	return s, config.GroupVersionKind{Group: s.Group, Version: typeURL[len(s.Group)+1 : i], Kind: typeURL[i+1:]}, nil
 }
 
 // resolveKind turns an entry of an upstream's kinds list, a kind name

@@ -1,0 +1,402 @@
+package config
+
+import (
+	"strings"
+	"time"
+
+	"github.com/baremesh/baremesh/core/config/gwapi"
+)
+
+// Validation of the Gateway API kinds: the rules of the API's CRD schemas
+// and CEL validations that a Kubernetes API server would enforce, so a
+// file or MCP resource is refused as kubectl would refuse it.
+
+// decodeInto decodes c's spec into out, recording a decode failure.
+func decodeInto(errs *Errors, c *Config, out any) bool {
+	if err := DecodeSpec(c, out); err != nil {
+		msg := err.Error()
+		if i := strings.Index(msg, ": "); i >= 0 {
+			msg = msg[i+2:]
+		}
+		errs.Add("spec", "%s", strings.TrimPrefix(msg, "json: "))
+		return false
+	}
+	return true
+}
+
+func validateGatewayClass(c *Config) Errors {
+	var errs Errors
+	var s gwapi.GatewayClassSpec
+	if decodeInto(&errs, c, &s) && s.ControllerName == "" {
+		errs.Add("spec.controllerName", "required")
+	}
+	return errs
+}
+
+var listenerProtocols = map[string]bool{"HTTP": true, "HTTPS": true, "TLS": true, "TCP": true, "UDP": true}
+
+func validateKubernetesGateway(c *Config) Errors {
+	var errs Errors
+	var s gwapi.GatewaySpec
+	if !decodeInto(&errs, c, &s) {
+		return errs
+	}
+	if s.GatewayClassName == "" {
+		errs.Add("spec.gatewayClassName", "required")
+	}
+	if len(s.Listeners) == 0 {
+		errs.Add("spec.listeners", "at least one listener is required")
+	}
+	names := map[string]bool{}
+	for i, l := range s.Listeners {
+		f := idx("spec.listeners", i)
+		if l.Name == "" || !isDNSLabel(l.Name) {
+			errs.Add(f+".name", "%q is not a DNS-1123 label", l.Name)
+		} else if names[l.Name] {
+			errs.Add(f+".name", "duplicate listener name %q", l.Name)
+		}
+		names[l.Name] = true
+		if l.Port < 1 || l.Port > 65535 {
+			errs.Add(f+".port", "%d is not a port number (1-65535)", l.Port)
+		}
+		if !listenerProtocols[l.Protocol] && !strings.Contains(l.Protocol, "/") {
+			errs.Add(f+".protocol", "unknown protocol %q (HTTP, HTTPS, TLS, TCP, UDP or a domain-prefixed name)", l.Protocol)
+		}
+		if l.Hostname != nil {
+			if l.Protocol == "TCP" || l.Protocol == "UDP" {
+				errs.Add(f+".hostname", "must not be set for protocol %s", l.Protocol)
+			} else {
+				checkWildcardHost(&errs, f+".hostname", *l.Hostname)
+			}
+		}
+		switch {
+		case l.Protocol == "HTTPS" && l.TLS == nil:
+			errs.Add(f+".tls", "required for protocol HTTPS")
+		case (l.Protocol == "HTTP" || l.Protocol == "TCP" || l.Protocol == "UDP") && l.TLS != nil:
+			errs.Add(f+".tls", "must not be set for protocol %s", l.Protocol)
+		}
+		if l.TLS != nil {
+			mode := gwapi.Deref(l.TLS.Mode, "Terminate")
+			switch mode {
+			case "Terminate":
+				if len(l.TLS.CertificateRefs) == 0 && len(l.TLS.Options) == 0 {
+					errs.Add(f+".tls.certificateRefs", "required when mode is Terminate")
+				}
+			case "Passthrough":
+				if l.Protocol == "HTTPS" {
+					errs.Add(f+".tls.mode", "Passthrough is not allowed for protocol HTTPS")
+				}
+			default:
+				errs.Add(f+".tls.mode", "unknown mode %q (Terminate or Passthrough)", mode)
+			}
+		}
+		if ar := l.AllowedRoutes; ar != nil && ar.Namespaces != nil && ar.Namespaces.From != nil {
+			switch from := *ar.Namespaces.From; from {
+			case "All", "Same", "None":
+			case "Selector":
+				if ar.Namespaces.Selector == nil {
+					errs.Add(f+".allowedRoutes.namespaces.selector", "required when from is Selector")
+				}
+			default:
+				errs.Add(f+".allowedRoutes.namespaces.from", "unknown value %q (All, Same, Selector or None)", from)
+			}
+		}
+	}
+	for i, a := range s.Addresses {
+		f := idx("spec.addresses", i)
+		switch t := gwapi.Deref(a.Type, "IPAddress"); t {
+		case "IPAddress":
+			if a.Value != "" && !isIP(a.Value) {
+				errs.Add(f+".value", "%q is not an IP address", a.Value)
+			}
+		case "Hostname":
+			checkWildcardHost(&errs, f+".value", a.Value)
+		}
+	}
+	return errs
+}
+
+func checkParentRefs(errs *Errors, refs []gwapi.ParentReference) {
+	for i, p := range refs {
+		f := idx("spec.parentRefs", i)
+		if p.Name == "" {
+			errs.Add(f+".name", "required")
+		}
+		if p.Namespace != nil && !isNamespace(*p.Namespace) {
+			errs.Add(f+".namespace", "%q is not a namespace name", *p.Namespace)
+		}
+		if p.Port != nil && (*p.Port < 1 || *p.Port > 65535) {
+			errs.Add(f+".port", "%d is not a port number", *p.Port)
+		}
+	}
+}
+
+func checkRouteHostnames(errs *Errors, hosts []string) {
+	for i, h := range hosts {
+		f := idx("spec.hostnames", i)
+		if isIP(h) {
+			errs.Add(f, "%q: an IP address is not a hostname", h)
+			continue
+		}
+		checkWildcardHost(errs, f, h)
+	}
+}
+
+func checkBackendRef(errs *Errors, f string, b gwapi.BackendObjectReference, weight *int32) {
+	if b.Name == "" {
+		errs.Add(f+".name", "required")
+	}
+	kind := gwapi.Deref(b.Kind, "Service")
+	if gwapi.Deref(b.Group, "") == "" && kind == "Service" && b.Port == nil {
+		errs.Add(f+".port", "required when the backend is a Service")
+	}
+	if b.Port != nil && (*b.Port < 1 || *b.Port > 65535) {
+		errs.Add(f+".port", "%d is not a port number", *b.Port)
+	}
+	if b.Namespace != nil && !isNamespace(*b.Namespace) {
+		errs.Add(f+".namespace", "%q is not a namespace name", *b.Namespace)
+	}
+	if weight != nil && (*weight < 0 || *weight > 1000000) {
+		errs.Add(f+".weight", "%d is out of range (0-1000000)", *weight)
+	}
+}
+
+var httpFilterTypes = map[string]bool{"RequestHeaderModifier": true, "ResponseHeaderModifier": true, "RequestMirror": true,
+	"RequestRedirect": true, "URLRewrite": true, "CORS": true, "ExternalAuth": true, "ExtensionRef": true}
+
+func checkHTTPFilters(errs *Errors, f string, filters []gwapi.HTTPRouteFilter, grpc bool) {
+	var redirect, rewrite bool
+	for i, fl := range filters {
+		ff := idx(f, i)
+		if !httpFilterTypes[fl.Type] || grpc && (fl.Type == "RequestRedirect" || fl.Type == "URLRewrite" || fl.Type == "CORS" || fl.Type == "ExternalAuth") {
+			errs.Add(ff+".type", "unknown filter type %q", fl.Type)
+			continue
+		}
+		set := map[string]bool{"RequestHeaderModifier": fl.RequestHeaderModifier != nil, "ResponseHeaderModifier": fl.ResponseHeaderModifier != nil,
+			"RequestMirror": fl.RequestMirror != nil, "RequestRedirect": fl.RequestRedirect != nil, "URLRewrite": fl.URLRewrite != nil,
+			"CORS": fl.CORS != nil, "ExternalAuth": fl.ExternalAuth != nil, "ExtensionRef": fl.ExtensionRef != nil}
+		for t, ok := range set {
+			if ok != (t == fl.Type) {
+				if ok {
+					errs.Add(ff, "field for %s set on a filter of type %s", t, fl.Type)
+				} else {
+					errs.Add(ff, "type %s needs its field set", t)
+				}
+			}
+		}
+		for _, h := range []*gwapi.HTTPHeaderFilter{fl.RequestHeaderModifier, fl.ResponseHeaderModifier} {
+			if h == nil {
+				continue
+			}
+			for _, x := range append(append([]gwapi.HTTPHeader{}, h.Set...), h.Add...) {
+				if x.Name == "" {
+					errs.Add(ff, "a header name is empty")
+				}
+			}
+		}
+		if r := fl.RequestRedirect; r != nil {
+			redirect = true
+			if r.StatusCode != nil && *r.StatusCode != 301 && *r.StatusCode != 302 && *r.StatusCode != 303 && *r.StatusCode != 307 && *r.StatusCode != 308 {
+				errs.Add(ff+".requestRedirect.statusCode", "%d is not one of 301, 302, 303, 307, 308", *r.StatusCode)
+			}
+			if r.Scheme != nil && *r.Scheme != "http" && *r.Scheme != "https" {
+				errs.Add(ff+".requestRedirect.scheme", "%q is not http or https", *r.Scheme)
+			}
+			checkPathModifier(errs, ff+".requestRedirect.path", r.Path)
+		}
+		if r := fl.URLRewrite; r != nil {
+			rewrite = true
+			checkPathModifier(errs, ff+".urlRewrite.path", r.Path)
+		}
+		if m := fl.RequestMirror; m != nil {
+			checkBackendRef(errs, ff+".requestMirror.backendRef", m.BackendRef, nil)
+			if m.Percent != nil && (*m.Percent < 0 || *m.Percent > 100) {
+				errs.Add(ff+".requestMirror.percent", "%d is out of range (0-100)", *m.Percent)
+			}
+		}
+	}
+	if redirect && rewrite {
+		errs.Add(f, "RequestRedirect and URLRewrite cannot be used together")
+	}
+}
+
+func checkPathModifier(errs *Errors, f string, p *gwapi.HTTPPathModifier) {
+	if p == nil {
+		return
+	}
+	switch p.Type {
+	case "ReplaceFullPath":
+		if p.ReplaceFullPath == nil || p.ReplacePrefixMatch != nil {
+			errs.Add(f, "type ReplaceFullPath needs replaceFullPath (only)")
+		}
+	case "ReplacePrefixMatch":
+		if p.ReplacePrefixMatch == nil || p.ReplaceFullPath != nil {
+			errs.Add(f, "type ReplacePrefixMatch needs replacePrefixMatch (only)")
+		}
+	default:
+		errs.Add(f+".type", "unknown type %q (ReplaceFullPath or ReplacePrefixMatch)", p.Type)
+	}
+}
+
+func checkHeaderMatches(errs *Errors, f string, hs []gwapi.HTTPHeaderMatch) {
+	for i, h := range hs {
+		if h.Name == "" {
+			errs.Add(idx(f, i)+".name", "required")
+		}
+		if t := gwapi.Deref(h.Type, "Exact"); t != "Exact" && t != "RegularExpression" {
+			errs.Add(idx(f, i)+".type", "unknown type %q (Exact or RegularExpression)", t)
+		}
+	}
+}
+
+// checkGatewayDuration checks a Gateway API duration (GEP-2257: Go
+// syntax with h, m, s, ms units).
+func checkGatewayDuration(errs *Errors, f string, d *string) {
+	if d == nil {
+		return
+	}
+	if _, err := time.ParseDuration(*d); err != nil || strings.ContainsAny(*d, "uµn") || strings.HasPrefix(*d, "-") {
+		errs.Add(f, "%q is not a Gateway API duration (such as 1h, 30s, 500ms)", *d)
+	}
+}
+
+func validateHTTPRouteKind(c *Config) Errors {
+	var errs Errors
+	var s gwapi.HTTPRouteSpec
+	if !decodeInto(&errs, c, &s) {
+		return errs
+	}
+	checkParentRefs(&errs, s.ParentRefs)
+	checkRouteHostnames(&errs, s.Hostnames)
+	for i, r := range s.Rules {
+		f := idx("spec.rules", i)
+		for j, m := range r.Matches {
+			mf := idx(f+".matches", j)
+			if p := m.Path; p != nil {
+				t := gwapi.Deref(p.Type, "PathPrefix")
+				v := gwapi.Deref(p.Value, "/")
+				switch t {
+				case "Exact", "PathPrefix":
+					if !strings.HasPrefix(v, "/") {
+						errs.Add(mf+".path.value", "%q must start with /", v)
+					}
+				case "RegularExpression":
+				default:
+					errs.Add(mf+".path.type", "unknown type %q (Exact, PathPrefix or RegularExpression)", t)
+				}
+			}
+			checkHeaderMatches(&errs, mf+".headers", m.Headers)
+			for k, q := range m.QueryParams {
+				if q.Name == "" {
+					errs.Add(idx(mf+".queryParams", k)+".name", "required")
+				}
+			}
+		}
+		checkHTTPFilters(&errs, f+".filters", r.Filters, false)
+		for j, b := range r.BackendRefs {
+			checkBackendRef(&errs, idx(f+".backendRefs", j), b.BackendObjectReference, b.Weight)
+			checkHTTPFilters(&errs, idx(f+".backendRefs", j)+".filters", b.Filters, false)
+		}
+		if t := r.Timeouts; t != nil {
+			checkGatewayDuration(&errs, f+".timeouts.request", t.Request)
+			checkGatewayDuration(&errs, f+".timeouts.backendRequest", t.BackendRequest)
+		}
+		if rt := r.Retry; rt != nil {
+			checkGatewayDuration(&errs, f+".retry.backoff", rt.Backoff)
+			for j, code := range rt.Codes {
+				if code < 400 || code > 599 {
+					errs.Add(idx(f+".retry.codes", j), "%d is not an HTTP error status (400-599)", code)
+				}
+			}
+		}
+	}
+	return errs
+}
+
+func validateGRPCRoute(c *Config) Errors {
+	var errs Errors
+	var s gwapi.GRPCRouteSpec
+	if !decodeInto(&errs, c, &s) {
+		return errs
+	}
+	checkParentRefs(&errs, s.ParentRefs)
+	checkRouteHostnames(&errs, s.Hostnames)
+	for i, r := range s.Rules {
+		f := idx("spec.rules", i)
+		for j, m := range r.Matches {
+			mf := idx(f+".matches", j)
+			if mm := m.Method; mm != nil {
+				t := gwapi.Deref(mm.Type, "Exact")
+				if t != "Exact" && t != "RegularExpression" {
+					errs.Add(mf+".method.type", "unknown type %q (Exact or RegularExpression)", t)
+				}
+				if mm.Service == nil && mm.Method == nil {
+					errs.Add(mf+".method", "one of service and method is required")
+				}
+			}
+			checkHeaderMatches(&errs, mf+".headers", m.Headers)
+		}
+		checkHTTPFilters(&errs, f+".filters", r.Filters, true)
+		for j, b := range r.BackendRefs {
+			checkBackendRef(&errs, idx(f+".backendRefs", j), b.BackendObjectReference, b.Weight)
+		}
+	}
+	return errs
+}
+
+func checkL4Rules(errs *Errors, rules []gwapi.L4Rule) {
+	for i, r := range rules {
+		for j, b := range r.BackendRefs {
+			checkBackendRef(errs, idx(idx("spec.rules", i)+".backendRefs", j), b.BackendObjectReference, b.Weight)
+		}
+	}
+}
+
+func validateTCPRoute(c *Config) Errors {
+	var errs Errors
+	var s gwapi.TCPRouteSpec
+	if decodeInto(&errs, c, &s) {
+		checkParentRefs(&errs, s.ParentRefs)
+		checkL4Rules(&errs, s.Rules)
+	}
+	return errs
+}
+
+func validateTLSRoute(c *Config) Errors {
+	var errs Errors
+	var s gwapi.TLSRouteSpec
+	if decodeInto(&errs, c, &s) {
+		checkParentRefs(&errs, s.ParentRefs)
+		checkRouteHostnames(&errs, s.Hostnames)
+		checkL4Rules(&errs, s.Rules)
+	}
+	return errs
+}
+
+func validateReferenceGrant(c *Config) Errors {
+	var errs Errors
+	var s gwapi.ReferenceGrantSpec
+	if !decodeInto(&errs, c, &s) {
+		return errs
+	}
+	if len(s.From) == 0 {
+		errs.Add("spec.from", "at least one entry is required")
+	}
+	if len(s.To) == 0 {
+		errs.Add("spec.to", "at least one entry is required")
+	}
+	for i, f := range s.From {
+		if f.Kind == "" {
+			errs.Add(idx("spec.from", i)+".kind", "required")
+		}
+		if !isNamespace(f.Namespace) {
+			errs.Add(idx("spec.from", i)+".namespace", "%q is not a namespace name", f.Namespace)
+		}
+	}
+	for i, t := range s.To {
+		if t.Kind == "" {
+			errs.Add(idx("spec.to", i)+".kind", "required")
+		}
+	}
+	return errs
+}
