@@ -1,0 +1,99 @@
+package envoyfilter
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	networking "istio.io/api/networking/v1alpha3"
+)
+
+// patchCluster applies CLUSTER MERGE and REMOVE patches to c; false when
+// c is removed. (ADD is Apply's.)
+func patchCluster(r *run, c *clusterv3.Cluster) bool {
+	for _, p := range r.patches(networking.EnvoyFilter_CLUSTER) {
+		if !clusterMatch(c, p) {
+			continue
+		}
+		switch {
+		case p.op == networking.EnvoyFilter_Patch_REMOVE:
+			r.mark(p)
+			return false
+		case isMerge(p.op):
+			r.mark(p)
+			if err := mergeCluster(c, p); err != nil {
+				r.fail(p, err)
+			}
+		}
+	}
+	return true
+}
+
+// mergeCluster merges p's value into c; a transport socket in the value
+// is merged into c's socket (or transport socket match) of the same name
+// inside its Any, or set when c has none, as istiod does.
+func mergeCluster(c *clusterv3.Cluster, p *patch) error {
+	v := p.value.(*clusterv3.Cluster)
+	ts := v.GetTransportSocket()
+	if ts == nil {
+		return mergeValue(p.op, c, v)
+	}
+	var dst *corev3.TransportSocket
+	if len(c.GetTransportSocketMatches()) > 0 {
+		for _, m := range c.GetTransportSocketMatches() {
+			if m.GetTransportSocket() != nil && m.GetTransportSocket().GetName() == ts.GetName() {
+				dst = m.GetTransportSocket()
+				break
+			}
+		}
+		if dst == nil {
+			return nil // istiod: nothing merged, not even the rest of the value
+		}
+	} else if c.GetTransportSocket() != nil && c.GetTransportSocket().GetName() == ts.GetName() {
+		dst = c.GetTransportSocket()
+	}
+	if dst == nil {
+		c.TransportSocket = clone(ts)
+		return nil
+	}
+	if d, s := dst.GetTypedConfig(), ts.GetTypedConfig(); d != nil && s != nil {
+		merged, err := mergeAny(d, s)
+		if err != nil {
+			return fmt.Errorf("transport socket %s: %w", ts.GetName(), err)
+		}
+		dst.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: merged}
+	}
+	return nil
+}
+
+// clusterMatch is istiod's: the name, else the parts of a
+// "direction|port|subset|host" name.
+func clusterMatch(c *clusterv3.Cluster, p *patch) bool {
+	m := p.match.GetCluster()
+	if m == nil {
+		return true
+	}
+	if m.GetName() != "" {
+		return m.GetName() == c.GetName()
+	}
+	port, subset, host := 0, "", ""
+	if parts := strings.Split(c.GetName(), "|"); len(parts) == 4 {
+		port, _ = strconv.Atoi(parts[1])
+		subset, host = parts[2], parts[3]
+	}
+	if m.GetSubset() != "" && m.GetSubset() != subset {
+		return false
+	}
+	// An inbound cluster's name has no host; istiod matches it against
+	// the services of the proxy's instances, which the name does not
+	// carry here (see README: EnvoyFilter).
+	if m.GetService() != "" && m.GetService() != host {
+		return false
+	}
+	if m.GetPortNumber() != 0 && int(m.GetPortNumber()) != port {
+		return false
+	}
+	return true
+}
