@@ -38,7 +38,7 @@ type Daemon struct {
 	cfg      Config
 	cluster  *cluster.Table // replicas (cluster.go); nil before Run
 	log      *slog.Logger
-	reg      *prometheus.Registry
+	reg      *registry
 	agg      *store.Aggregate
 	own      *store.Memory
 	registry *model.Registry
@@ -58,7 +58,7 @@ type Daemon struct {
 // New builds a daemon from cfg and opens its listeners, so a caller knows
 // the bound addresses (":0" picks a free port) before Run.
 func New(cfg Config, log *slog.Logger) (*Daemon, error) {
-	d := &Daemon{cfg: cfg, log: log, reg: prometheus.NewRegistry(), agg: store.NewAggregate(), own: store.NewMemory()}
+	d := &Daemon{cfg: cfg, log: log, reg: newRegistry(), agg: store.NewAggregate(), own: store.NewMemory()}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mesh, err := config.LoadMeshConfig(cfg.MeshConfig)
 	if err != nil {
