@@ -42,6 +42,9 @@ type Proxy struct {
 	IstioProxy   bool
 	IstioVersion string
 	ClusterID    string
+	// ServiceCluster is the node's cluster field (pilot-agent's service
+	// cluster): the span service name of Datadog and OpenTelemetry tracers.
+	ServiceCluster string
 	// MeshID is metadata MESH_ID (tracing tags name it).
 	MeshID         string
 	Network        string

@@ -30,9 +30,9 @@ type shapeKey struct {
 	labels     string
 	proxyless  bool
 	istioProxy bool // telemetry filters and stat names (gen.Proxy.IstioProxy)
-	// clusterID, meshID: istio-proxy's tracing tags name them.
-	clusterID, meshID string
-	istioVersion      string
+	// clusterID, meshID, serviceCluster: istio-proxy's tracing names them.
+	clusterID, meshID, serviceCluster string
+	istioVersion                      string
 	// dnsAutoAllocate: whether the proxy sees allocated service
 	// addresses (listener addresses, RDS names and domains follow it).
 	dnsAutoAllocate bool
@@ -50,11 +50,14 @@ type shapeKey struct {
 	endpoints   uint64 // endpoint index generation, when ips is set
 	names       uint64 // hash of the subscribed names; 0 for wildcard
 	wildcard    bool
+	// efMeta: the node metadata that some EnvoyFilter match reads
+	// (Builder.envoyFilterMeta), "" when none does.
+	efMeta string
 }
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
 	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
-		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioProxy: p.IstioProxy, clusterID: p.ClusterID, meshID: p.MeshID, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
+		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioProxy: p.IstioProxy, clusterID: p.ClusterID, meshID: p.MeshID, serviceCluster: p.ServiceCluster, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
 		wildcard: names == nil, interception: p.InterceptionMode}
 	if p.Identity != nil {
 		k.identityNS = p.Identity.Namespace
@@ -89,7 +92,7 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []str
 // proxy is the proxy a cached generation sees: the key's fields only.
 func (k shapeKey) proxy() *gen.Proxy {
 	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
-		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioProxy: k.istioProxy, ClusterID: k.clusterID, MeshID: k.meshID, IstioVersion: k.istioVersion, DNSAutoAllocate: k.dnsAutoAllocate,
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioProxy: k.istioProxy, ClusterID: k.clusterID, MeshID: k.meshID, ServiceCluster: k.serviceCluster, IstioVersion: k.istioVersion, DNSAutoAllocate: k.dnsAutoAllocate,
 		Metadata: map[string]string{}}
 	if k.ips != "" {
 		p.IPs = strings.Split(k.ips, ",")
@@ -104,6 +107,7 @@ func (k shapeKey) proxy() *gen.Proxy {
 		t := k.topology
 		p.GatewayTopology = &t
 	}
+	parseMeta(k.efMeta, p.Metadata)
 	return p
 }
 
@@ -140,6 +144,7 @@ func (e *shapeEntry) joined() mem.Buffer {
 func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string) ([]*wire.Resource, func() mem.Buffer, error) {
 	sc := b.shapes
 	k := newShapeKey(pc, t.URL, p, names)
+	k.efMeta = b.envoyFilterMeta(pc, p)
 	sc.mu.Lock()
 	if k.push > sc.push {
 		sc.push, sc.m = k.push, map[shapeKey]*shapeEntry{}

@@ -95,6 +95,7 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 	p.IstioProxy = isIstioProxy(p)
 	p.ClusterID = p.Metadata["CLUSTER_ID"]
 	p.MeshID = p.Metadata["MESH_ID"]
+	p.ServiceCluster = n.GetCluster()
 	p.Network = p.Metadata["NETWORK"]
 	p.WorkloadName = p.Metadata["WORKLOAD_NAME"]
 	p.ServiceAccount = p.Metadata["SERVICE_ACCOUNT"]
