@@ -51,6 +51,8 @@ type Builder struct {
 	// assert: regenerate on cache hits and compare (mismatch reports).
 	assert   bool
 	mismatch func(msg string)
+	// ef: the compiled EnvoyFilters and their problems (envoyfilter.go).
+	ef efState
 }
 
 // New returns a Builder.
@@ -101,6 +103,7 @@ func (b *Builder) encode(t *xdstype.Type, in gen.Input) ([]*wire.Resource, error
 	if err != nil {
 		return nil, err
 	}
+	res = b.patch(t, in, res)
 	return wire.Encode(t.URL, res, b.interned)
 }
 
