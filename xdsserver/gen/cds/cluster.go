@@ -31,7 +31,7 @@ func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset str
 		c.ConnectTimeout = connectTimeout(v, policy) // gRPC has its own connect timeouts and reads none
 	}
 	switch {
-	case svc.Resolution == model.ClientSideLB:
+	case scope.UsesEDS(v.Proxy, svc):
 		edsConfig(c, proxyless)
 	case svc.Resolution == model.Passthrough || strings.HasPrefix(svc.Hostname, "*"):
 		if proxyless {

@@ -47,7 +47,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 			continue
 		}
 		svc := v.ServiceFor(k.Host)
-		if svc == nil || svc.Resolution != model.ClientSideLB {
+		if svc == nil || !scope.UsesEDS(v.Proxy, svc) {
 			continue
 		}
 		p, ok := svc.Port(k.Port)
@@ -72,7 +72,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 func allClusters(v *scope.View) []string {
 	var out []string
 	for _, svc := range v.Services {
-		if svc.Resolution != model.ClientSideLB {
+		if !scope.UsesEDS(v.Proxy, svc) {
 			continue
 		}
 		dr := v.DestinationRule(svc)
@@ -109,7 +109,7 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 			// route to it.
 			continue
 		}
-		if svc.Resolution == model.ClientSideLB {
+		if scope.UsesEDS(v.Proxy, svc) {
 			if _, err := netip.ParseAddr(ep.Address); err != nil {
 				continue // EDS needs IPs
 			}
@@ -135,7 +135,7 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 		return cla
 	}
 	if setting := scope.LocalityLbSetting(v.Push, policy); setting != nil {
-		if svc.Resolution != model.ClientSideLB {
+		if !scope.UsesEDS(v.Proxy, svc) {
 			groups = nil // istiod's CDS applies no failoverPriority to DNS clusters
 		}
 		applyLocalityLB(cla, groups, v.Proxy.Locality, withTopology(v.Proxy.Labels, v.Proxy.Locality), setting, policy.GetOutlierDetection() != nil)

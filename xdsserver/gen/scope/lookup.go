@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // ServiceFor returns the visible service named host, preferring the one
@@ -102,4 +103,19 @@ func candidates(host, ns, domain string) []string {
 		}
 	}
 	return nil
+}
+
+// UsesEDS reports whether the proxy's clusters of svc take their
+// endpoints from EDS: a client-side load-balanced service's, and on a
+// gateway a passthrough one's (resolution NONE) too, as istiod's
+// convertResolution: a gateway has no original destination to connect
+// to (an ORIGINAL_DST cluster would send it to its own listener).
+func UsesEDS(p *gen.Proxy, svc *model.Service) bool {
+	switch svc.Resolution {
+	case model.ClientSideLB:
+		return true
+	case model.Passthrough:
+		return p.Type == gen.Router && !p.Proxyless
+	}
+	return false
 }
