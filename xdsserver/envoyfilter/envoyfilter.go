@@ -168,6 +168,11 @@ func compilePatch(f *filter, j int, cp *networking.EnvoyFilter_EnvoyConfigObject
 			return nil, fmt.Errorf("patch.value is not a valid %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
 		}
 		p.value = m
+		if p.applyTo == networking.EnvoyFilter_EXTENSION_CONFIG {
+			// istiod patches the extension configs it serves over ECDS
+			// (WasmPlugin); baremesh serves no ECDS, so nothing to patch.
+			return nil, fmt.Errorf("applyTo EXTENSION_CONFIG is not applied: baremesh serves no ECDS (extension config discovery)")
+		}
 	} else if p.op != networking.EnvoyFilter_Patch_REMOVE {
 		return nil, fmt.Errorf("patch %s has no value", p.op)
 	}

@@ -1,0 +1,140 @@
+package envoyfilter_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRouteConfiguration(t *testing.T) {
+	pc := buildWorld(t, ef("rc", "default", `
+  configPatches:
+  - applyTo: ROUTE_CONFIGURATION
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {portNumber: 9080}}
+    patch:
+      operation: MERGE
+      value: {request_headers_to_add: [{header: {key: x-ef, value: "1"}}]}
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {name: "9080"}}
+    patch:
+      operation: ADD
+      value: {name: ef-vhost, domains: [ef.example.com], routes: [{match: {prefix: /}, direct_response: {status: 204}}]}
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {domainName: reviews.default.svc.cluster.local}}}
+    patch: {operation: MERGE, value: {include_request_attempt_count: true}}
+  - applyTo: HTTP_ROUTE
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {domainName: reviews.default.svc.cluster.local, route: {action: ROUTE}}}}
+    patch: {operation: MERGE, value: {route: {timeout: 3s}}}
+  - applyTo: HTTP_ROUTE
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {vhost: {domainName: reviews.default.svc.cluster.local}}}
+    patch:
+      operation: INSERT_FIRST
+      value: {name: ef-first, match: {prefix: /ef}, direct_response: {status: 418}}`))
+	r := apply(t, pc, sidecar(t, nil))
+	if len(r.problems) > 0 {
+		t.Fatalf("problems: %v", r.problems)
+	}
+	rc := r.route(t, "9080")
+	if h := rc.GetRequestHeadersToAdd(); len(h) == 0 || h[len(h)-1].GetHeader().GetKey() != "x-ef" {
+		t.Errorf("9080 headers to add: %v", h)
+	}
+	if len(r.route(t, "8080").GetRequestHeadersToAdd()) != 0 {
+		t.Error("route 8080 got the 9080 patch")
+	}
+	var added, reviews bool
+	for _, vh := range rc.GetVirtualHosts() {
+		switch {
+		case vh.GetName() == "ef-vhost":
+			added = true
+		case strings.HasPrefix(vh.GetName(), "reviews.default.svc.cluster.local"):
+			reviews = true
+			if !vh.GetIncludeRequestAttemptCount() {
+				t.Errorf("vhost %s not merged", vh.GetName())
+			}
+			rs := vh.GetRoutes()
+			if rs[0].GetName() != "ef-first" || rs[0].GetDirectResponse().GetStatus() != 418 {
+				t.Errorf("first route %v", rs[0])
+			}
+			for _, rt := range rs[1:] {
+				if rt.GetRoute() != nil && rt.GetRoute().GetTimeout().AsDuration() != 3*time.Second {
+					t.Errorf("route %s timeout %v, want 3s", rt.GetName(), rt.GetRoute().GetTimeout())
+				}
+			}
+		}
+	}
+	if !added || !reviews {
+		t.Errorf("added vhost %v, reviews vhost %v", added, reviews)
+	}
+}
+
+func TestVirtualHostRemoveAndRouteRemove(t *testing.T) {
+	pc := buildWorld(t, ef("rm", "default", `
+  configPatches:
+  - applyTo: VIRTUAL_HOST
+    match: {context: SIDECAR_OUTBOUND, routeConfiguration: {portNumber: 9080, vhost: {domainName: reviews.default.svc.cluster.local}}}
+    patch: {operation: REMOVE}`)+ef("rm", "istio-system", `
+  configPatches:
+  - applyTo: HTTP_ROUTE
+    match: {context: GATEWAY, routeConfiguration: {portNumber: 80, vhost: {route: {action: ROUTE}}}}
+    patch: {operation: REMOVE}`))
+	r := apply(t, pc, sidecar(t, nil))
+	for _, vh := range r.route(t, "9080").GetVirtualHosts() {
+		if strings.HasPrefix(vh.GetName(), "reviews.") {
+			t.Errorf("vhost %s not removed", vh.GetName())
+		}
+	}
+	r = apply(t, pc, gateway(t))
+	for _, vh := range r.route(t, "http.80").GetVirtualHosts() {
+		for _, rt := range vh.GetRoutes() {
+			if rt.GetRoute() != nil {
+				t.Errorf("gateway route %s not removed", rt.GetName())
+			}
+		}
+	}
+}
+
+func TestCluster(t *testing.T) {
+	pc := buildWorld(t, ef("cds", "default", `
+  configPatches:
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_OUTBOUND, cluster: {service: reviews.default.svc.cluster.local, portNumber: 9080}}
+    patch: {operation: MERGE, value: {connect_timeout: 7s}}
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_OUTBOUND, cluster: {service: reviews.default.svc.cluster.local, subset: v2}}
+    patch: {operation: MERGE, value: {per_connection_buffer_limit_bytes: 1024}}
+  - applyTo: CLUSTER
+    match: {cluster: {name: outbound|5432||db.default.svc.cluster.local}}
+    patch: {operation: REMOVE}
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_INBOUND, cluster: {portNumber: 8080}}
+    patch: {operation: MERGE, value: {connect_timeout: 2s}}
+  - applyTo: CLUSTER
+    patch:
+      operation: ADD
+      value: {name: ef-added, type: STATIC, connect_timeout: 1s, load_assignment: {cluster_name: ef-added, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 9999}}}}]}]}}`))
+	r := apply(t, pc, sidecar(t, nil))
+	if len(r.problems) > 0 {
+		t.Fatalf("problems: %v", r.problems)
+	}
+	for _, name := range []string{"outbound|9080||reviews.default.svc.cluster.local", "outbound|9080|v1|reviews.default.svc.cluster.local", "outbound|9080|v2|reviews.default.svc.cluster.local"} {
+		if got := r.cluster(t, name).GetConnectTimeout().AsDuration(); got != 7*time.Second {
+			t.Errorf("%s connect timeout %v, want 7s", name, got)
+		}
+	}
+	if r.cluster(t, "outbound|9080|v2|reviews.default.svc.cluster.local").GetPerConnectionBufferLimitBytes().GetValue() != 1024 ||
+		r.cluster(t, "outbound|9080|v1|reviews.default.svc.cluster.local").GetPerConnectionBufferLimitBytes() != nil {
+		t.Error("the subset match merged the wrong subset")
+	}
+	if _, ok := r.res["cds"]["outbound|5432||db.default.svc.cluster.local"]; ok {
+		t.Error("db cluster not removed")
+	}
+	if got := r.cluster(t, "inbound|8080||").GetConnectTimeout().AsDuration(); got != 2*time.Second {
+		t.Errorf("inbound|8080|| connect timeout %v, want 2s", got)
+	}
+	if got := r.cluster(t, "outbound|8080||web.default.svc.cluster.local").GetConnectTimeout().AsDuration(); got == 2*time.Second {
+		t.Error("the inbound patch reached an outbound cluster")
+	}
+	if n := strings.Count(strings.Join(r.order["cds"], ","), "ef-added"); n != 1 {
+		t.Errorf("ef-added appears %d times (an ANY ADD adds once)", n)
+	}
+}
