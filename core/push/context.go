@@ -47,6 +47,8 @@ type PushContext struct {
 	// snapshot with the endpoints of now.
 	Endpoints *model.EndpointView
 	live      *model.EndpointIndex
+	// gatewayAPI: the Gateway API conversion (gatewayapi.go).
+	gatewayAPI *gatewayAPIState
 }
 
 // Pin returns the snapshot with its endpoints pinned at the index's
@@ -219,6 +221,8 @@ var indexedKinds = []config.Kind{
 	config.PeerAuthentication, config.AuthorizationPolicy, config.WorkloadGroup,
 	config.WorkloadEntry, config.ServiceEntry,
 	config.RequestAuthentication, config.EnvoyFilter, config.Telemetry,
+	config.GatewayClass, config.KubernetesGateway, config.HTTPRoute, config.GRPCRoute,
+	config.TCPRoute, config.TLSRoute, config.ReferenceGrant,
 }
 
 // Build makes the snapshot after prev (nil for the first), rebuilding only
@@ -243,6 +247,7 @@ func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushC
 		}
 		pc.kinds[k] = buildKind(in.Store.List(k, ""))
 	}
+	pc.convertGatewayAPI(prev, changed)
 	return pc
 }
 

@@ -28,7 +28,7 @@ func For(kind config.Kind) gen.Generator {
 		if in.Push == nil {
 			return nil, nil
 		}
-		cs := in.Push.Configs(kind)
+		cs := in.Push.SourceConfigs(kind) // not the Gateway API conversion
 		out := make([]gen.Resource, 0, len(cs))
 		for i := range cs {
 			c := &cs[i]

@@ -86,6 +86,9 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 			out = append(out, r)
 		}
 	}
+	if gatewaySemantics(c) {
+		applyGatewaySemantics(out)
+	}
 	return out
 }
 
