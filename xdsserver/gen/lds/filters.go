@@ -83,6 +83,7 @@ func hcmInline(statPrefix string, rc *routev3.RouteConfiguration) *hcmv3.HttpCon
 }
 
 func hcmFilter(h *hcmv3.HttpConnectionManager) *listenerv3.Filter {
+	mxFirst(h)
 	return typedFilter(hcmName, h)
 }
 

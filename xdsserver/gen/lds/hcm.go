@@ -21,6 +21,9 @@ import (
 // the bytes are the same (TestRDSFilterBytes checks it).
 func rdsFilter(o hcmOpts, statPrefix, routeName string) *listenerv3.Filter {
 	rest := o.restBytes()
+	if o.istio {
+		statPrefix = delimitedStat(statPrefix)
+	}
 	rdsLen := len(hcmADSField)
 	if routeName != "" {
 		rdsLen += protowire.SizeTag(rdsRouteConfigName) + protowire.SizeBytes(len(routeName))

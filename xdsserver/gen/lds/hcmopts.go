@@ -33,6 +33,10 @@ type hcmOpts struct {
 	trustedHops uint32
 	xfcc        hcmv3.HttpConnectionManager_ForwardClientCertDetails
 	http2       bool // inbound HTTP/2 port: http2_protocol_options
+	// istio: istio-proxy's telemetry (telemetry.go); tel keys its
+	// resolved tracing, access logs and stats filters (telemetryMemo).
+	istio bool
+	tel   string
 }
 
 // newHCMOpts reads the settings of class from the snapshot and proxy.
@@ -58,7 +62,7 @@ func newHCMOpts(v *scope.View, class httpClass) hcmOpts {
 	} else if class == inboundHTTP {
 		o.xfcc = hcmv3.HttpConnectionManager_APPEND_FORWARD
 	}
-	return o
+	return withTelemetry(o, v)
 }
 
 // meshXFCC maps the mesh config's forwardClientCertDetails to Envoy's
@@ -117,6 +121,7 @@ func (o hcmOpts) apply(h *hcmv3.HttpConnectionManager) {
 			h.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{}
 		}
 	}
+	o.applyTelemetry(h)
 }
 
 // istioServerName is the server header istiod's inbound and gateway

@@ -120,6 +120,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 		o.http2 = in.Port.Protocol.IsHTTP2()
 		httpFilters := func() []*listenerv3.Filter {
 			h := hcmInline(stat, inboundRoute(v, cluster, in.Port.Number, in.Port.Protocol.IsGRPC()))
+			decorate(h.GetRouteConfig(), in.Service, in.Port.Number)
 			h.HttpFilters = sidecarHTTPFilters
 			o.apply(h)
 			if len(httpRBAC) > 0 {
@@ -157,6 +158,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 		}
 	}
 	l.ListenerFilters = inboundListenerFilters(l.FilterChains, tproxy)
+	inboundMX(v, l)
 	return l
 }
 
@@ -193,6 +195,7 @@ func (c *passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv
 		if m.http {
 			if c.http == nil {
 				h := hcmInline(gen.InboundPassthroughCluster, inboundRoute(c.v, gen.InboundPassthroughCluster, 0, false))
+				decorate(h.GetRouteConfig(), nil, 0)
 				h.HttpFilters = sidecarHTTPFilters
 				newHCMOpts(c.v, inboundHTTP).apply(h)
 				if len(c.httpRBAC) > 0 {
