@@ -277,6 +277,7 @@ func (c *cluster) markAll() {
 }
 
 func (c *cluster) start(ctx context.Context) {
+	c.src.opts.Metrics.started(c.id)
 	ctx, c.cancel = context.WithCancel(ctx)
 	go c.run(ctx)
 }

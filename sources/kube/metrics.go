@@ -47,6 +47,17 @@ func (m *Metrics) setUp(cluster string, up bool) {
 	}
 }
 
+// started gives a cluster its series as it starts: not synced yet, and
+// counters at 0, so that "never synced" is a 0 an alert can see (not an
+// absent series) and a counter's first increase is an increase.
+func (m *Metrics) started(cluster string) {
+	if m != nil {
+		m.synced.WithLabelValues(cluster).Set(0)
+		m.updates.WithLabelValues(cluster)
+		m.invalidIstioInput.WithLabelValues(cluster)
+	}
+}
+
 func (m *Metrics) setSynced(cluster string, synced bool) {
 	if m != nil {
 		m.synced.WithLabelValues(cluster).Set(b2f(synced))
