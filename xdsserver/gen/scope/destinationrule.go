@@ -88,32 +88,23 @@ func Subset(dr *networking.DestinationRule, name string) *networking.Subset {
 	return nil
 }
 
-// Policy merges the traffic policy of dr for port and subset as Istio
-// does: the top-level policy, overridden field by field (load balancer,
-// connection pool, outlier detection, TLS) by its port-level settings,
-// then by the subset's policy and the subset's port-level settings. The
-// result is a new message (nil when dr is nil).
+// Policy merges the traffic policy of dr for port and subset as istiod's
+// MergeSubsetTrafficPolicy: a policy's port-level settings for port
+// replace its load balancer, connection pool, outlier detection and TLS
+// wholesale (a field they omit is not inherited: the default applies);
+// the subset's policy (so resolved for port) then overrides the rule's,
+// field by field, or wholesale when it came from the subset's port-level
+// settings. The result is a new message (nil when dr is nil).
 func Policy(dr *networking.DestinationRule, port uint32, subset string) *networking.TrafficPolicy {
 	if dr == nil {
 		return nil
 	}
 	out := &networking.TrafficPolicy{}
-	apply := func(tp *networking.TrafficPolicy) {
-		if tp == nil {
-			return
-		}
-		overlay(out, tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls())
-		for _, pl := range tp.GetPortLevelSettings() {
-			if pl.GetPort().GetNumber() == port {
-				overlay(out, pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls())
-			}
-		}
-	}
-	apply(dr.GetTrafficPolicy())
-	if subset != "" {
-		if ss := Subset(dr, subset); ss != nil {
-			apply(ss.GetTrafficPolicy())
-		}
+	lb, cp, od, tls, _ := forPort(dr.GetTrafficPolicy(), port)
+	overlay(out, lb, cp, od, tls, true)
+	if ss := subsetPolicy(dr, subset); ss != nil {
+		lb, cp, od, tls, whole := forPort(ss, port)
+		overlay(out, lb, cp, od, tls, whole)
 	}
 	return out
 }
@@ -122,37 +113,60 @@ func Policy(dr *networking.DestinationRule, port uint32, subset string) *network
 // and subset (nil if none), found without copying anything: routes need
 // only this, once per destination.
 func LoadBalancer(dr *networking.DestinationRule, port uint32, subset string) *networking.LoadBalancerSettings {
-	var lb *networking.LoadBalancerSettings
-	apply := func(tp *networking.TrafficPolicy) {
-		if l := tp.GetLoadBalancer(); l != nil {
+	lb, _, _, _, _ := forPort(dr.GetTrafficPolicy(), port)
+	if ss := subsetPolicy(dr, subset); ss != nil {
+		if l, _, _, _, whole := forPort(ss, port); l != nil || whole {
 			lb = l
-		}
-		for _, pl := range tp.GetPortLevelSettings() {
-			if l := pl.GetLoadBalancer(); l != nil && pl.GetPort().GetNumber() == port {
-				lb = l
-			}
-		}
-	}
-	apply(dr.GetTrafficPolicy())
-	if subset != "" {
-		if ss := Subset(dr, subset); ss != nil {
-			apply(ss.GetTrafficPolicy())
 		}
 	}
 	return lb
 }
 
-func overlay(out *networking.TrafficPolicy, lb *networking.LoadBalancerSettings, cp *networking.ConnectionPoolSettings, od *networking.OutlierDetection, tls *networking.ClientTLSSettings) {
-	if lb != nil {
-		out.LoadBalancer = proto.Clone(lb).(*networking.LoadBalancerSettings)
+// subsetPolicy is the traffic policy of dr's subset named name, nil
+// for none.
+func subsetPolicy(dr *networking.DestinationRule, name string) *networking.TrafficPolicy {
+	if name == "" {
+		return nil
 	}
-	if cp != nil {
-		out.ConnectionPool = proto.Clone(cp).(*networking.ConnectionPoolSettings)
+	return Subset(dr, name).GetTrafficPolicy()
+}
+
+// forPort is tp's settings for port: those of its port-level settings
+// for port when it has some (portLevel true), else its own (istiod's
+// GetPortLevelTrafficPolicy).
+func forPort(tp *networking.TrafficPolicy, port uint32) (lb *networking.LoadBalancerSettings, cp *networking.ConnectionPoolSettings,
+	od *networking.OutlierDetection, tls *networking.ClientTLSSettings, portLevel bool) {
+	for _, pl := range tp.GetPortLevelSettings() {
+		if pl.GetPort() != nil && pl.GetPort().GetNumber() == port {
+			return pl.GetLoadBalancer(), pl.GetConnectionPool(), pl.GetOutlierDetection(), pl.GetTls(), true
+		}
 	}
-	if od != nil {
-		out.OutlierDetection = proto.Clone(od).(*networking.OutlierDetection)
+	return tp.GetLoadBalancer(), tp.GetConnectionPool(), tp.GetOutlierDetection(), tp.GetTls(), false
+}
+
+// overlay sets out's fields to copies of the given ones: every one when
+// whole, else those that are set.
+func overlay(out *networking.TrafficPolicy, lb *networking.LoadBalancerSettings, cp *networking.ConnectionPoolSettings,
+	od *networking.OutlierDetection, tls *networking.ClientTLSSettings, whole bool) {
+	if lb != nil || whole {
+		out.LoadBalancer = clone(lb)
 	}
-	if tls != nil {
-		out.Tls = proto.Clone(tls).(*networking.ClientTLSSettings)
+	if cp != nil || whole {
+		out.ConnectionPool = clone(cp)
 	}
+	if od != nil || whole {
+		out.OutlierDetection = clone(od)
+	}
+	if tls != nil || whole {
+		out.Tls = clone(tls)
+	}
+}
+
+// clone copies m; a nil m stays a nil of its type.
+func clone[M proto.Message](m M) M {
+	var zero M
+	if !m.ProtoReflect().IsValid() {
+		return zero
+	}
+	return proto.Clone(m).(M)
 }
