@@ -3,6 +3,7 @@ package model
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	networking "istio.io/api/networking/v1alpha3"
@@ -132,8 +133,12 @@ func (r *Registry) recomputeEndpoints(seKey config.Key, ch Change) {
 		}
 		slices.SortFunc(instances, func(a, b *WorkloadInstance) int { return strings.Compare(a.Name, b.Name) })
 	} else {
-		for _, ep := range se.GetEndpoints() {
+		for i, ep := range se.GetEndpoints() {
+			// Named "SE-INDEX" as istiod names inline endpoints (the
+			// workload of telemetry's endpoint metadata).
+			name := seKey.Name + "-" + strconv.Itoa(i)
 			instances = append(instances, &WorkloadInstance{
+				Name: name, Source: config.Key{Kind: config.ServiceEntry, Namespace: seKey.Namespace, Name: name},
 				Namespace: seKey.Namespace, Address: ep.GetAddress(), Labels: withTLSMode(ep.GetLabels(), ep.GetServiceAccount()), Ports: ep.GetPorts(),
 				Network: ep.GetNetwork(), Locality: ep.GetLocality(), Weight: ep.GetWeight(),
 				ServiceAccount: ep.GetServiceAccount(), Healthy: true,

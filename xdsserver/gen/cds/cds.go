@@ -58,6 +58,7 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 			}
 		}
 	}
+	istioTelemetry(v, b.out) // telemetry.go
 	if want != nil {
 		slices.SortStableFunc(b.out, func(x, y gen.Resource) int {
 			return slices.Index(in.Names, x.Name) - slices.Index(in.Names, y.Name)

@@ -1,0 +1,166 @@
+package cds
+
+import (
+	xdsudpa "github.com/cncf/xds/go/udpa/type/v1"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+// Istio's telemetry on clusters, for istio-proxy only (gen.Proxy.IstioProxy),
+// as istiod writes it:
+//   - alt_stat_name: the name ending in ";" (istio-proxy's stat tag
+//     regexes end a name there; InboundPassthroughCluster counts as
+//     "PassthroughCluster;", as istiod names it);
+//   - the TCP metadata exchange filter on outbound clusters and
+//     PassthroughCluster (outbound TCP exchanges peer metadata there);
+//   - filter_metadata.istio: the services of the cluster (host, name,
+//     namespace) the stats filter labels metrics with, "external" for a
+//     mesh-external service, the DestinationRule ("config") and subset
+//     that shaped it, alpn_override "false" under its SIMPLE/MUTUAL TLS.
+
+// tcpClusterMX is shared and never altered.
+var tcpClusterMX = &clusterv3.Filter{Name: "istio.metadata_exchange", TypedConfig: gen.MustAny(&xdsudpa.TypedStruct{
+	TypeUrl: "type.googleapis.com/envoy.tcp.metadataexchange.config.MetadataExchange",
+	Value: &structpb.Struct{Fields: map[string]*structpb.Value{
+		"protocol": structpb.NewStringValue("istio-peer-exchange"), "enable_discovery": structpb.NewBoolValue(true),
+	}},
+})}
+
+// istioTelemetry adds the telemetry above to the clusters of out.
+func istioTelemetry(v *scope.View, out []gen.Resource) {
+	if !v.Proxy.IstioProxy {
+		return
+	}
+	byHost := make(map[string]*model.Service, len(v.Services))
+	for _, s := range v.Services {
+		if _, ok := byHost[s.Hostname]; !ok {
+			byHost[s.Hostname] = s
+		}
+	}
+	var drMeta map[*networking.DestinationRule]config.Meta
+	var inbound []scope.Instance
+	inboundDone := false
+	for _, r := range out {
+		c, ok := r.Resource.(*clusterv3.Cluster)
+		if !ok {
+			continue
+		}
+		switch c.Name {
+		case gen.InboundPassthroughCluster:
+			c.AltStatName = "PassthroughCluster;"
+		default:
+			c.AltStatName = c.Name + ";"
+		}
+		if c.Name == gen.PassthroughCluster {
+			c.Filters = append(c.Filters, tcpClusterMX)
+		}
+		k, ok := gen.ParseClusterName(c.Name)
+		if !ok {
+			continue
+		}
+		if k.Direction == gen.Inbound {
+			if !inboundDone {
+				inbound, inboundDone = scope.Inbound(v.Push, v.Proxy), true
+			}
+			inboundMetadata(c, k.Port, inbound)
+			continue
+		}
+		c.Filters = append(c.Filters, tcpClusterMX)
+		svc := byHost[k.Host]
+		if svc == nil {
+			continue
+		}
+		im := istioMetadata(c)
+		im.Fields["services"] = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{serviceMetadata(svc)}})
+		if svc.MeshExternal {
+			im.Fields["external"] = structpb.NewBoolValue(true)
+		}
+		if dr := v.DestinationRule(svc); dr != nil {
+			if drMeta == nil {
+				drMeta = destinationRuleMeta(v)
+			}
+			if m, ok := drMeta[dr]; ok {
+				im.Fields["config"] = structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + m.Namespace + "/destination-rule/" + m.Name)
+			}
+			if k.Subset != "" {
+				im.Fields["subset"] = structpb.NewStringValue(k.Subset)
+			}
+			if mode := scope.Policy(dr, k.Port, k.Subset).GetTls().GetMode(); mode == networking.ClientTLSSettings_SIMPLE || mode == networking.ClientTLSSettings_MUTUAL {
+				im.Fields["alpn_override"] = structpb.NewStringValue("false")
+			}
+		}
+	}
+}
+
+// inboundMetadata lists the services the proxy serves on an inbound
+// cluster's port (each host once), unless the first is mesh-external.
+func inboundMetadata(c *clusterv3.Cluster, port uint32, inst []scope.Instance) {
+	var vals []*structpb.Value
+	seen := map[string]bool{}
+	first := true
+	for _, in := range inst {
+		if in.TargetPort != port || in.Service == nil {
+			continue
+		}
+		if first && in.Service.MeshExternal {
+			return
+		}
+		first = false
+		if seen[in.Service.Hostname] {
+			continue
+		}
+		seen[in.Service.Hostname] = true
+		vals = append(vals, serviceMetadata(in.Service))
+	}
+	if first {
+		return
+	}
+	istioMetadata(c).Fields["services"] = structpb.NewListValue(&structpb.ListValue{Values: vals})
+}
+
+// serviceMetadata is istiod's {host, name, namespace} of a service: the
+// name of a ServiceEntry's service is its host.
+func serviceMetadata(s *model.Service) *structpb.Value {
+	name := s.Hostname
+	if s.Source.Kind != "" && s.Source.Kind != config.ServiceEntry {
+		name = s.Source.Name
+	}
+	return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+		"host": structpb.NewStringValue(s.Hostname), "name": structpb.NewStringValue(name), "namespace": structpb.NewStringValue(s.Namespace),
+	}})
+}
+
+func istioMetadata(c *clusterv3.Cluster) *structpb.Struct {
+	if c.Metadata == nil {
+		c.Metadata = &corev3.Metadata{}
+	}
+	if c.Metadata.FilterMetadata == nil {
+		c.Metadata.FilterMetadata = map[string]*structpb.Struct{}
+	}
+	s := c.Metadata.FilterMetadata["istio"]
+	if s == nil {
+		s = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		c.Metadata.FilterMetadata["istio"] = s
+	}
+	return s
+}
+
+// destinationRuleMeta maps each DestinationRule spec of the snapshot to
+// its name and namespace.
+func destinationRuleMeta(v *scope.View) map[*networking.DestinationRule]config.Meta {
+	cs := v.Push.Configs(config.DestinationRule)
+	out := make(map[*networking.DestinationRule]config.Meta, len(cs))
+	for _, c := range cs {
+		if dr, ok := c.Spec.(*networking.DestinationRule); ok {
+			out[dr] = c.Meta
+		}
+	}
+	return out
+}
