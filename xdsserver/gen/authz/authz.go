@@ -6,16 +6,21 @@
 // selects the workload, whatever no ALLOW rule matches is denied. A rule
 // that cannot be honoured (HTTP-only fields on a TCP port, keys the data
 // plane cannot see) is made deny-safe as Istio does: an ALLOW rule is
-// dropped, a DENY rule keeps the parts that apply. CUSTOM policies
-// (external authorization) are not implemented: they are enforced as
-// DENY, so a request one would send for a check is refused rather than
-// let through.
+// dropped, a DENY rule keeps the parts that apply. CUSTOM policies send
+// what they select to the external authorizer their mesh config
+// extension provider names (ext_authz, custom.go); one naming no usable
+// provider denies what it selects, as istiod's. Proxyless gRPC has no
+// ext_authz: there CUSTOM is enforced as DENY (istiod's gRPC generator
+// drops CUSTOM policies, letting through what they would check). The
+// jwt_authn filter of RequestAuthentications (jwt.go) lives here too:
+// rules on request principals and claims match what it verified.
 //
 // It imports core and xdsserver/gen (scope) only.
 package authz
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,12 +52,12 @@ type policy struct {
 // Policies are the AuthorizationPolicies that select one workload, by
 // action.
 type Policies struct {
-	audit, deny, allow []policy
-	trustDomain        string
+	audit, deny, allow, custom []policy
+	trustDomain                string
 }
 
 // Empty reports whether no policy selects the workload.
-func (p Policies) Empty() bool { return len(p.audit)+len(p.deny)+len(p.allow) == 0 }
+func (p Policies) Empty() bool { return len(p.audit)+len(p.deny)+len(p.allow)+len(p.custom) == 0 }
 
 // For returns the policies that select a workload in namespace ns with
 // labels: those of the root namespace (mesh-wide) and of ns, without a
@@ -81,8 +86,10 @@ func For(pc *push.PushContext, ns string, labels map[string]string) Policies {
 			switch ap.GetAction() {
 			case security.AuthorizationPolicy_ALLOW:
 				out.allow = append(out.allow, p)
-			case security.AuthorizationPolicy_DENY, security.AuthorizationPolicy_CUSTOM:
+			case security.AuthorizationPolicy_DENY:
 				out.deny = append(out.deny, p)
+			case security.AuthorizationPolicy_CUSTOM:
+				out.custom = append(out.custom, p)
 			case security.AuthorizationPolicy_AUDIT:
 				out.audit = append(out.audit, p)
 			}
@@ -93,12 +100,21 @@ func For(pc *push.PushContext, ns string, labels map[string]string) Policies {
 
 // RBACs are the RBAC configs to enforce in order (AUDIT, DENY, ALLOW);
 // tcp builds them for a TCP port (HTTP-only fields made deny-safe).
-func (p Policies) RBACs(tcp bool) []*rbacv3.RBAC {
+// CUSTOM policies are not among them (CustomHTTPFilters).
+func (p Policies) RBACs(tcp bool) []*rbacv3.RBAC { return p.rbacs(tcp, false) }
+
+// rbacs is RBACs, with CUSTOM policies enforced as DENY when
+// customAsDeny (proxyless gRPC, which has no ext_authz).
+func (p Policies) rbacs(tcp, customAsDeny bool) []*rbacv3.RBAC {
 	var out []*rbacv3.RBAC
 	if r := p.build(p.audit, rbacv3.RBAC_LOG, tcp); len(r.Policies) > 0 {
 		out = append(out, r)
 	}
-	if r := p.build(p.deny, rbacv3.RBAC_DENY, tcp); len(r.Policies) > 0 {
+	deny := p.deny
+	if customAsDeny {
+		deny = append(slices.Clip(deny), p.custom...)
+	}
+	if r := p.build(deny, rbacv3.RBAC_DENY, tcp); len(r.Policies) > 0 {
 		out = append(out, r)
 	}
 	if len(p.allow) > 0 {
@@ -138,7 +154,7 @@ func (p Policies) EnvoyHTTPFilters() []*hcmv3.HttpFilter { return p.httpFilters(
 
 func (p Policies) httpFilters(unique bool) []*hcmv3.HttpFilter {
 	var out []*hcmv3.HttpFilter
-	for _, r := range p.RBACs(false) {
+	for _, r := range p.rbacs(false, unique) {
 		name := HTTPFilterName
 		if unique && r.Action != rbacv3.RBAC_ALLOW {
 			name += "." + strings.ToUpper(actionName(r.Action))

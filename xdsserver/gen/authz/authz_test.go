@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	rbacnetv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/baremesh/baremesh/xdsserver/gen/authz"
@@ -41,10 +42,11 @@ spec:
 `
 
 // A rule that cannot be honoured never becomes an allow: on a TCP port
-// the ALLOW rule with methods is dropped, the DENY rule keeps its port
-// and loses its method and header condition (it denies more), a CUSTOM
-// policy (not implemented) is enforced as DENY, and requestPrincipals
-// (no JWT verification) match nothing in an ALLOW rule.
+// the ALLOW rules with methods or requestPrincipals (HTTP-only) are
+// dropped, the DENY rule keeps its port and loses its method and header
+// condition (it denies more), a CUSTOM policy naming an unknown
+// provider denies what it selects (istiod's rule), and on HTTP
+// requestPrincipals match the verified token's iss and sub.
 func TestDenySafe(t *testing.T) {
 	pc, err := gentest.Build([]byte(policies))
 	if err != nil {
@@ -59,8 +61,8 @@ func TestDenySafe(t *testing.T) {
 	if _, ok := allow["ns[ns]-policy[allow]-rule[0]"]; ok {
 		t.Error("TCP: the ALLOW rule with methods was kept")
 	}
-	if got := js(t, allow["ns[ns]-policy[allow]-rule[1]"]); got != `{"permissions":[{"any":true}],"principals":[{"notId":{"any":true}}]}` {
-		t.Errorf("requestPrincipals rule = %s, want one matching nothing", got)
+	if _, ok := allow["ns[ns]-policy[allow]-rule[1]"]; ok {
+		t.Error("TCP: the ALLOW rule with requestPrincipals was kept")
 	}
 	if got := js(t, allow["ns[ns]-policy[allow]-rule[2]"]); got != `{"permissions":[{"destinationPort":5432}],"principals":[{"any":true}]}` {
 		t.Errorf("port rule = %s", got)
@@ -69,10 +71,30 @@ func TestDenySafe(t *testing.T) {
 	if got := js(t, deny["ns[ns]-policy[deny]-rule[0]"]); got != `{"permissions":[{"destinationPort":8080}],"principals":[{"any":true}]}` {
 		t.Errorf("TCP DENY rule = %s, want its port only", got)
 	}
-	if got := js(t, deny["ns[ns]-policy[ext]-rule[0]"]); got != `{"permissions":[{"any":true}],"principals":[{"any":true}]}` {
-		t.Errorf("TCP CUSTOM rule = %s, want deny all", got)
+	if _, ok := deny["ns[ns]-policy[ext]-rule[0]"]; ok {
+		t.Error("the CUSTOM policy is among the DENY rules")
+	}
+	custom := p.CustomNetworkFilters(pc)
+	if len(custom) != 1 {
+		t.Fatalf("TCP CUSTOM filters: %d, want one DENY RBAC (unknown provider)", len(custom))
+	}
+	var cr rbacnetv3.RBAC
+	if err := custom[0].GetTypedConfig().UnmarshalTo(&cr); err != nil {
+		t.Fatal(err)
+	}
+	if got := js(t, cr.GetRules().GetPolicies()["istio-ext-authz-none-ns[ns]-policy[ext]-rule[0]-deny-due-to-bad-CUSTOM-action"]); cr.GetRules().GetAction() != rbacv3.RBAC_DENY ||
+		got != `{"permissions":[{"any":true}],"principals":[{"any":true}]}` {
+		t.Errorf("TCP CUSTOM rule = %s (%v), want deny all", got, cr.GetRules().GetAction())
+	}
+	if probs := authz.CustomProblems(pc); len(probs) != 1 || probs[0].Policy != "ns/ext" || probs[0].Provider != "none" {
+		t.Errorf("CustomProblems = %+v, want ns/ext naming provider none", probs)
 	}
 	http := p.RBACs(false)
+	if got := js(t, http[1].Policies["ns[ns]-policy[allow]-rule[1]"]); got != `{"permissions":[{"any":true}],"principals":[{"andIds":{"ids":[`+
+		`{"metadata":{"filter":"envoy.filters.http.jwt_authn","path":[{"key":"payload"},{"key":"iss"}],"value":{"stringMatch":{"exact":"iss"}}}},`+
+		`{"metadata":{"filter":"envoy.filters.http.jwt_authn","path":[{"key":"payload"},{"key":"sub"}],"value":{"stringMatch":{"exact":"sub"}}}}]}}]}` {
+		t.Errorf("HTTP requestPrincipals rule = %s", got)
+	}
 	if got := js(t, http[0].Policies["ns[ns]-policy[deny]-rule[0]"]); got != `{"permissions":[{"andRules":{"rules":[{"destinationPort":8080},{"header":{"name":":method","stringMatch":{"exact":"DELETE"}}}]}}],"principals":[{"andIds":{"ids":[{"any":true},{"header":{"name":"x-a","stringMatch":{"exact":"1"}}}]}}]}` {
 		t.Errorf("HTTP DENY rule = %s", got)
 	}

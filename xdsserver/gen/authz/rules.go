@@ -38,7 +38,11 @@ func (b builder) rule(r *security.Rule) (*rbacv3.Policy, bool) {
 		perms = append(perms, p)
 	}
 	for _, from := range r.GetFrom() {
-		ids = append(ids, b.source(from.GetSource()))
+		id, ok := b.source(from.GetSource())
+		if !ok {
+			return nil, false
+		}
+		ids = append(ids, id)
 	}
 	for _, c := range r.GetWhen() {
 		p, id, ok := b.condition(c)
@@ -105,9 +109,9 @@ func (b builder) operation(op *security.Operation) (*rbacv3.Permission, bool) {
 }
 
 // source is the AND of a source's fields. requestPrincipals (JWT) are
-// not verified here: in an ALLOW rule they match nothing, in a DENY rule
-// they are left out (the rule denies more).
-func (b builder) source(s *security.Source) *rbacv3.Principal {
+// HTTP-only: on a TCP port an ALLOW rule is dropped (ok false), a DENY
+// rule leaves them out (the rule denies more).
+func (b builder) source(s *security.Source) (*rbacv3.Principal, bool) {
 	var and []*rbacv3.Principal
 	add := func(vals, nots []string, one func(string) *rbacv3.Principal) {
 		if len(vals) > 0 {
@@ -118,18 +122,24 @@ func (b builder) source(s *security.Source) *rbacv3.Principal {
 		}
 	}
 	add(s.GetPrincipals(), s.GetNotPrincipals(), principalID)
+	if len(s.GetRequestPrincipals())+len(s.GetNotRequestPrincipals()) > 0 {
+		if b.tcp {
+			if b.allow {
+				return nil, false
+			}
+		} else {
+			add(s.GetRequestPrincipals(), s.GetNotRequestPrincipals(), requestPrincipalID)
+		}
+	}
 	add(s.GetNamespaces(), s.GetNotNamespaces(), namespaceID)
 	add(s.GetServiceAccounts(), s.GetNotServiceAccounts(), b.serviceAccountID)
 	add(s.GetTrustDomains(), s.GetNotTrustDomains(), trustDomainID)
 	add(s.GetIpBlocks(), s.GetNotIpBlocks(), directIPID)
 	add(s.GetRemoteIpBlocks(), s.GetNotRemoteIpBlocks(), remoteIPID)
-	if len(s.GetRequestPrincipals())+len(s.GetNotRequestPrincipals()) > 0 && b.allow {
-		and = append(and, &rbacv3.Principal{Identifier: &rbacv3.Principal_NotId{NotId: anyID()}})
-	}
 	if len(and) == 0 {
-		return anyID()
+		return anyID(), true
 	}
-	return andID(and)
+	return andID(and), true
 }
 
 // condition translates a when condition into a permission (destination
@@ -174,6 +184,20 @@ func (b builder) condition(c *security.Condition) (*rbacv3.Permission, *rbacv3.P
 		return permOf(portPerm), nil, true
 	case key == "connection.sni":
 		return permOf(sniPerm), nil, true
+	case key == "request.auth.principal":
+		if b.tcp {
+			return nil, nil, false
+		}
+		return nil, idOf(requestPrincipalID), true
+	case key == "request.auth.audiences", key == "request.auth.presenter", strings.HasPrefix(key, "request.auth.claims["):
+		if b.tcp {
+			return nil, nil, false
+		}
+		path := claimPath(key)
+		if path == nil {
+			return nil, nil, false
+		}
+		return nil, claimsID(path, c.GetValues(), c.GetNotValues()), true
 	case strings.HasPrefix(key, "request.headers[") && strings.HasSuffix(key, "]"):
 		if b.tcp {
 			return nil, nil, false

@@ -13,7 +13,6 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/gen/authz"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
@@ -38,12 +37,12 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 		}
 		return vsByGW[gateway]
 	}
-	// AuthorizationPolicies selecting the gateway: HTTP RBAC before its
-	// HTTP filters, network RBAC before tcp_proxy (authz).
+	// Security policies selecting the gateway (CUSTOM, JWT, RBAC) before
+	// its HTTP filters and before tcp_proxy (authn.go).
 	var gwHTTP []*hcmv3.HttpFilter
-	var gwTCP []*listenerv3.Filter
-	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
-		gwHTTP, gwTCP = append(pols.EnvoyHTTPFilters(), sidecarHTTPFilters...), pols.NetworkFilters()
+	gwSec, gwTCP := securityFilters(v, true)
+	if len(gwSec)+len(gwTCP) > 0 {
+		gwHTTP = append(gwSec, sidecarHTTPFilters...)
 	}
 	opts := newHCMOpts(v, gatewayHTTP)
 	httpFilter := func(stat, route string) *listenerv3.Filter {

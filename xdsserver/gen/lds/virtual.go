@@ -11,7 +11,6 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/gen/authz"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
@@ -84,12 +83,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 	if tproxy {
 		l.Transparent = gen.Bool(true)
 	}
-	pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels)
-	var httpRBAC []*hcmv3.HttpFilter
-	var tcpRBAC []*listenerv3.Filter
-	if !pols.Empty() {
-		httpRBAC, tcpRBAC = pols.EnvoyHTTPFilters(), pols.NetworkFilters()
-	}
+	httpRBAC, tcpRBAC := securityFilters(v, false) // authn.go
 	pa := scope.PeerAuthnFor(v.Push, v.Proxy.Namespace, v.Proxy.Labels)
 	inst := scope.Inbound(v.Push, v.Proxy)
 
