@@ -1,6 +1,10 @@
 package ads
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
+)
 
 type metrics struct {
 	connected prometheus.Gauge
@@ -49,4 +53,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.refused, m.slowSends, m.sendTimeouts)
 	}
 	return m
+}
+
+// zero gives every label value known up front its series at 0: NACKs per
+// served type, stream ends per reason, refusals per cap. An alert on
+// increase() sees a counter's first event only if the series existed
+// before it (a series born at 1 has increased by nothing).
+func (m *metrics) zero(types []*xdstype.Type) {
+	for _, t := range types {
+		m.nacks.WithLabelValues(t.Short)
+	}
+	for _, r := range []string{endClientClosed, endCanceled, endTransport, endRecvError, endSendError, endSendTimeout, endOther} {
+		m.streamEnds.WithLabelValues(r)
+	}
+	for _, c := range []string{"per_connection", "per_peer"} {
+		m.refused.WithLabelValues(c)
+	}
 }

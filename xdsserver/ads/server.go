@@ -128,6 +128,7 @@ func New(snaps Snapshots, opts Options) *Server {
 	for _, t := range opts.Types {
 		s.types[t.URL] = t
 	}
+	s.metrics.zero(opts.Types)
 	s.slo = newSLOTracker(opts.ConvergenceSLO, opts.Registerer)
 	s.build = build.New(build.Options{MaxConcurrent: opts.MaxConcurrentGeneration, NoCache: opts.NoCache,
 		CacheAssert: opts.CacheAssert, OnCacheMismatch: opts.OnCacheMismatch, GenTime: s.metrics.genTime})

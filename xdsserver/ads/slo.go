@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baremesh/baremesh/core/model"
 )
 
 // Convergence SLO accounting. A change (one push of the pipeline) is
@@ -103,6 +105,10 @@ func newSLOTracker(objective time.Duration, reg prometheus.Registerer) *sloTrack
 	}
 	if reg != nil {
 		reg.MustRegister(t.missed, t.converged)
+	}
+	for _, k := range []string{string(model.SidecarProxy), string(model.Router), "proxyless"} { // proxyKind's values, at 0 (metrics.go: zero)
+		t.missed.WithLabelValues(k)
+		t.converged.WithLabelValues(k)
 	}
 	return t
 }
