@@ -161,12 +161,22 @@ func WorkloadSDS(p *Proxy) *corev3.ConfigSource {
 const GRPCCertProvider = "default"
 
 // GRPCTLSContext is the CommonTlsContext of proxyless gRPC mTLS, as
-// Istio writes it: certificate and root from the bootstrap's certificate
-// provider instance; sans, if any, checked on the server's certificate
-// (a client only: grpc-go refuses SAN matchers on a server).
+// istiod's grpcgen writes it: the certificate of the bootstrap's
+// certificate provider instance "default" in the current field
+// (tls_certificate_provider_instance) and in the deprecated one gRPC
+// clients before 1.66 read (tls_certificate_certificate_provider_instance);
+// the root in the validation context's ca_certificate_provider_instance;
+// sans, if any, checked on the server's certificate (a client only:
+// grpc-go refuses SAN matchers on a server). istiod puts the root in a
+// combined validation context (its default and the deprecated
+// validation_context_certificate_provider_instance), which Envoy's
+// schema refuses without an SDS secret config; ours is the plain
+// validation context every output can pass.
 func GRPCTLSContext(sans []*matcherv3.StringMatcher) *tlsv3.CommonTlsContext {
 	return &tlsv3.CommonTlsContext{
 		TlsCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: SDSDefault},
+		//nolint:staticcheck // deprecated; istiod keeps it for older gRPC clients
+		TlsCertificateCertificateProviderInstance: &tlsv3.CommonTlsContext_CertificateProviderInstance{InstanceName: GRPCCertProvider, CertificateName: SDSDefault},
 		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 			CaCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: SDSRootCA},
 			MatchSubjectAltNames:          sans,

@@ -10,23 +10,28 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/authz"
-	"github.com/baremesh/baremesh/xdsserver/gen/rds"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
-// grpcListeners answers a proxyless gRPC proxy. Each name is either a
-// client target ("host:port", short names resolved in the proxy's
-// namespace): an API listener of that exact name whose HTTP connection
-// manager fetches RDS of the same name (filters: the router, preceded by
-// the fault filter when the target's routes inject faults); or a
-// server's "grpc/server?xds.resource.listening_address=IP:PORT" (grpc-go's
-// default template) or "xds.istio.io/grpc/lds/inbound/IP:PORT" (the
-// template of Istio's agent bootstrap): a
-// listener on IP:PORT with one filter chain whose inline route answers
-// every RPC locally (non_forwarding_action), as grpc-go requires. With no
+// grpcListeners answers a proxyless gRPC proxy, as istiod's grpcgen.
+// Each name is either a client target ("host:port", short names resolved
+// in the proxy's namespace): an API listener of that exact name whose
+// HTTP connection manager fetches the route config
+// "outbound|PORT||HOST" of the service port (grpcClientListener); or a
+// server's "xds.istio.io/grpc/lds/inbound/IP:PORT" (the template of
+// Istio's agent bootstrap) or "grpc/server?xds.resource.listening_address=IP:PORT"
+// (grpc-go's default): a listener on IP:PORT with one filter chain whose
+// inline route answers every RPC locally (grpcServerListener). With no
 // names (wildcard), every visible service port's "host:port".
+//
+// Where istiod answers less, ours answers the name a client asked for: a
+// target without a port for a service of one port (istiod's listeners
+// are then named "host:PORT", which the client did not ask for), a
+// short name "svc.ns" from another namespace (istiod expands short names
+// in the proxy's own namespace only).
 func grpcListeners(v *scope.View, names []string) []gen.Resource {
 	if len(names) == 0 {
 		for _, svc := range v.Services {
@@ -40,8 +45,8 @@ func grpcListeners(v *scope.View, names []string) []gen.Resource {
 		var l *listenerv3.Listener
 		if addr, ok := gen.GRPCServerAddress(name); ok {
 			l = grpcServerListener(v, name, addr)
-		} else if _, _, ok := v.ResolveTarget(name); ok {
-			l = grpcClientListener(v, name)
+		} else if svc, p, ok := v.ResolveTarget(name); ok {
+			l = grpcClientListener(v, name, svc, p)
 		}
 		if l != nil {
 			out = append(out, gen.Resource{Name: name, Resource: l})
@@ -50,62 +55,109 @@ func grpcListeners(v *scope.View, names []string) []gen.Resource {
 	return out
 }
 
-func grpcClientListener(v *scope.View, name string) *listenerv3.Listener {
-	filters := []*hcmv3.HttpFilter{routerFilter()}
-	if rds.HasFault(v, name) {
-		filters = []*hcmv3.HttpFilter{faultFilter(), routerFilter()}
+// grpcClientListener is the API listener name of a client target: as
+// istiod's grpcgen, the service's address for this proxy (0.0.0.0 when
+// it has none) and port, and an HTTP connection manager with the fault
+// filter (whether or not a route injects faults) and the router,
+// fetching "outbound|PORT||HOST" over ADS. Its stat prefix, the
+// listener's name, is not istiod's (none): Envoy's schema, which every
+// output passes, requires one; gRPC reads none.
+func grpcClientListener(v *scope.View, name string, svc *model.Service, p model.Port) *listenerv3.Listener {
+	h := &hcmv3.HttpConnectionManager{
+		StatPrefix: name,
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+			ConfigSource:    grpcRDSSource,
+			RouteConfigName: gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname),
+		}},
+		HttpFilters: grpcClientFilters,
 	}
-	h := hcmRDS(name, name, filters...)
-	h.GetRds().ConfigSource = grpcRDSSource
-	return &listenerv3.Listener{Name: name, ApiListener: &listenerv3.ApiListener{ApiListener: gen.MustAny(h)}}
+	addr := scope.ServiceAddress(v.Proxy, svc)
+	if addr == "" {
+		addr = "0.0.0.0"
+	}
+	return &listenerv3.Listener{
+		Name: name, Address: gen.SocketAddress(addr, p.Number),
+		ApiListener: &listenerv3.ApiListener{ApiListener: gen.MustAny(h)},
+	}
 }
 
-// grpcRDSSource is a proxyless client's RDS config source: ADS without
-// the initial_fetch_timeout gen.ADS sets for Envoy, which gRPC does not
-// read and istiod's grpcgen does not set. Shared, never altered.
-var grpcRDSSource = gen.ADSDefaultTimeout()
+// Shared, never altered.
+var (
+	// grpcRDSSource is a proxyless client's RDS config source: bare ADS,
+	// as istiod's grpcgen (gRPC reads neither an initial fetch timeout
+	// nor the API version).
+	grpcRDSSource = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
+	// grpcClientFilters are a proxyless client's HTTP filters: fault
+	// injection (gRFC A33), whose per-route configs routes may carry,
+	// then the router.
+	grpcClientFilters = []*hcmv3.HttpFilter{sharedFault, sharedRouter}
+)
 
-// grpcServerListener is nil when addr is no "IP:PORT". Its one filter
-// chain follows Istio's proxyless conventions: mTLS (the certificate
-// provider instance "default" of the server's bootstrap, a client
-// certificate required) when the port's PeerAuthentication is STRICT,
-// or PERMISSIVE on a workload labelled security.istio.io/tlsMode=istio
-// (its clients use mTLS; grpc-go cannot serve both on one port); else
-// plaintext. AuthorizationPolicies become HTTP RBAC filters before the
-// router, which grpc-go's xDS server enforces.
+// grpcServerListener is a proxyless server's inbound listener, nil when
+// addr is no "IP:PORT". As istiod's grpcgen: one filter chain,
+// "inbound-mtls" (the certificate provider instance "default" of the
+// server's bootstrap, a client certificate required) when the port's
+// PeerAuthentication is STRICT, or PERMISSIVE on a workload labelled
+// security.istio.io/tlsMode=istio (its clients use mTLS; gRPC cannot
+// serve both on one port), else "inbound-plaintext"; its connection
+// manager "inbound-hcm<mode>" has the AuthorizationPolicies as HTTP
+// RBAC filters before the router, which gRPC's xDS server enforces, and
+// an inline route config "inbound" answering every RPC locally
+// (non_forwarding_action), as gRPC requires. The connection manager's
+// stat prefix "inbound_PORT" is required by Envoy's schema (istiod sets
+// none; gRPC reads none).
+//
+// istiod answers only for a port where the proxy is a service's
+// endpoint; ours for any port, so that a gRPC server no service selects
+// (yet) serves, under the policies that select its workload, instead of
+// waiting unserved for a listener.
 func grpcServerListener(v *scope.View, name, addr string) *listenerv3.Listener {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil
 	}
 	port := uint32(ap.Port())
-	rc := &routev3.RouteConfiguration{Name: "inbound|" + strconv.Itoa(int(port)), VirtualHosts: []*routev3.VirtualHost{{
+	mode := scope.PeerAuthnFor(v.Push, v.Proxy.Namespace, v.Proxy.Labels).PortMode(port)
+	if mode == scope.MTLSPermissive && v.Proxy.Labels["security.istio.io/tlsMode"] == "istio" {
+		mode = scope.MTLSStrict
+	}
+	suffix := "plaintext"
+	var ts *corev3.TransportSocket
+	if mode == scope.MTLSStrict {
+		suffix = "mtls"
+		ts = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{
+			TypedConfig: gen.MustAny(&tlsv3.DownstreamTlsContext{RequireClientCertificate: gen.Bool(true), CommonTlsContext: gen.GRPCTLSContext(nil)}),
+		}}
+	}
+	h := &hcmv3.HttpConnectionManager{
+		StatPrefix:     "inbound_" + strconv.Itoa(int(port)),
+		RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: grpcInboundRoute(port)},
+		HttpFilters:    []*hcmv3.HttpFilter{routerFilter()},
+	}
+	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
+		h.HttpFilters = append(pols.HTTPFilters(), h.HttpFilters...)
+	}
+	fc := &listenerv3.FilterChain{
+		Name:            "inbound-" + suffix,
+		Filters:         []*listenerv3.Filter{typedFilter("inbound-hcm"+suffix, h)},
+		TransportSocket: ts,
+	}
+	return &listenerv3.Listener{
+		Name: name, Address: gen.SocketAddress(ap.Addr().String(), port),
+		FilterChains: []*listenerv3.FilterChain{fc},
+	}
+}
+
+// grpcInboundRoute is a proxyless server's inline route config "inbound":
+// every RPC answered by the server itself. Its virtual host is named
+// "inbound|http|PORT" where istiod's has no name: Envoy's schema, which
+// every output passes, requires one; gRPC reads none.
+func grpcInboundRoute(port uint32) *routev3.RouteConfiguration {
+	return &routev3.RouteConfiguration{Name: "inbound", VirtualHosts: []*routev3.VirtualHost{{
 		Name: "inbound|http|" + strconv.Itoa(int(port)), Domains: []string{"*"},
 		Routes: []*routev3.Route{{
 			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 			Action: &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}},
 		}},
 	}}}
-	h := hcmInline("inbound_"+strconv.Itoa(int(port)), rc)
-	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
-		h.HttpFilters = append(pols.HTTPFilters(), h.HttpFilters...)
-	}
-	fc := &listenerv3.FilterChain{
-		Name:    "inbound|" + strconv.Itoa(int(port)),
-		Filters: []*listenerv3.Filter{hcmFilter(h)},
-	}
-	mode := scope.PeerAuthnFor(v.Push, v.Proxy.Namespace, v.Proxy.Labels).PortMode(port)
-	if mode == scope.MTLSPermissive && v.Proxy.Labels["security.istio.io/tlsMode"] == "istio" {
-		mode = scope.MTLSStrict
-	}
-	if mode == scope.MTLSStrict {
-		fc.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{
-			TypedConfig: gen.MustAny(&tlsv3.DownstreamTlsContext{RequireClientCertificate: gen.Bool(true), CommonTlsContext: gen.GRPCTLSContext(nil)}),
-		}}
-	}
-	return &listenerv3.Listener{
-		Name: name, Address: gen.SocketAddress(ap.Addr().String(), port),
-		TrafficDirection: corev3.TrafficDirection_INBOUND,
-		FilterChains:     []*listenerv3.FilterChain{fc},
-	}
 }

@@ -72,28 +72,6 @@ func retry(r *networking.HTTPRetry) *routev3.RetryPolicy {
 	return p
 }
 
-// grpcRetryOn are the retry conditions grpc-go implements.
-var grpcRetryOn = map[string]bool{"cancelled": true, "deadline-exceeded": true, "internal": true, "resource-exhausted": true, "unavailable": true}
-
-// grpcRetry maps HTTPRetry for proxyless gRPC: only when retries are
-// configured, with the conditions grpc-go knows ("unavailable" if none
-// of the given ones is).
-func grpcRetry(r *networking.HTTPRetry) *routev3.RetryPolicy {
-	if r == nil || r.GetAttempts() <= 0 {
-		return nil
-	}
-	var on []string
-	for _, c := range strings.Split(r.GetRetryOn(), ",") {
-		if c = strings.TrimSpace(c); grpcRetryOn[c] {
-			on = append(on, c)
-		}
-	}
-	if len(on) == 0 {
-		on = []string{"unavailable"}
-	}
-	return &routev3.RetryPolicy{RetryOn: strings.Join(on, ","), NumRetries: gen.U32(uint32(r.GetAttempts())), PerTryTimeout: r.GetPerTryTimeout()}
-}
-
 // percent is an Istio percentage as a fraction per million (def percent
 // when unset).
 func percent(p *networking.Percent, def float64) *typev3.FractionalPercent {
@@ -199,9 +177,8 @@ func (b *routeBuilder) hashPolicy(svc *model.Service, port uint32, subset string
 		c := ch.GetHttpCookie()
 		hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_Cookie_{Cookie: &routev3.RouteAction_HashPolicy_Cookie{Name: c.GetName(), Path: c.GetPath(), Ttl: c.GetTtl()}}
 	case ch.GetUseSourceIp():
-		if b.proxyless {
-			return nil // grpc-go hashes on headers and filter state only
-		}
+		// gRPC ignores it (it hashes on headers and filter state); istiod
+		// sends it to proxyless clients too.
 		hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_ConnectionProperties_{ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true}}
 	case ch.GetHttpQueryParameterName() != "":
 		hp.PolicySpecifier = &routev3.RouteAction_HashPolicy_QueryParameter_{QueryParameter: &routev3.RouteAction_HashPolicy_QueryParameter{Name: ch.GetHttpQueryParameterName()}}

@@ -216,16 +216,15 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int, m *netw
 	if r.Name == "" {
 		r.Name = unnamedRoute(i)
 	}
-	if !b.proxyless {
-		// A forwarding route to one cluster also takes its destination's
-		// header operations, after its own (Istio's processDestination);
-		// weighted clusters carry theirs (action). grpc-go ignores both.
-		var dh *networking.Headers
-		if r.GetRoute() != nil {
-			dh = singleLive(hr).GetHeaders()
-		}
-		applyHeaders(r, hr.GetHeaders(), dh)
+	// A forwarding route to one cluster also takes its destination's
+	// header operations, after its own (Istio's processDestination);
+	// weighted clusters carry theirs (action). gRPC ignores both; istiod
+	// sends them to proxyless clients too.
+	var dh *networking.Headers
+	if r.GetRoute() != nil {
+		dh = singleLive(hr).GetHeaders()
 	}
+	applyHeaders(r, hr.GetHeaders(), dh)
 	return r
 }
 
@@ -323,11 +322,11 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 	f.wrap.Route = ra
 	f.cluster.Cluster = cluster
 	ra.ClusterSpecifier = &f.cluster
-	if !b.proxyless {
-		ra.Timeout = noTimeout
-		ra.MaxGrpcTimeout = noTimeout //nolint:staticcheck // deprecated, what istiod sets (see action)
-		ra.RetryPolicy = defaultRetryPolicy
-	}
+	// A proxyless client's too, as istiod's BuildDefaultHTTPOutboundRoute
+	// (gRPC reads the retry policy, not the timeouts).
+	ra.Timeout = noTimeout
+	ra.MaxGrpcTimeout = noTimeout //nolint:staticcheck // deprecated, what istiod sets (see action)
+	ra.RetryPolicy = defaultRetryPolicy
 	// The DestinationRule's consistent hash goes on the default route too,
 	// proxyless or not, as istiod's BuildSidecarVirtualHostWrapper does
 	// (grpcgen builds its routes the same way): without a hash policy a
@@ -356,9 +355,7 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 			}
 			host, svc, port := b.dest(ns, d.GetDestination())
 			cw := &routev3.WeightedCluster_ClusterWeight{Name: gen.ClusterName(gen.Outbound, port, d.GetDestination().GetSubset(), host), Weight: gen.U32(uint32(d.GetWeight()))}
-			if !b.proxyless {
-				clusterHeaders(cw, d.GetHeaders())
-			}
+			clusterHeaders(cw, d.GetHeaders())
 			if len(wc.Clusters) == 0 {
 				ra.HashPolicy = b.hashPolicy(svc, port, d.GetDestination().GetSubset())
 			}
@@ -366,22 +363,24 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 		}
 		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
 	}
+	ra.Timeout = hr.GetTimeout()
+	if ra.Timeout == nil {
+		ra.Timeout = noTimeout
+	}
 	if b.proxyless {
-		if t := hr.GetTimeout(); t != nil {
-			ra.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: t, GrpcTimeoutHeaderMax: t}
-		}
-		ra.RetryPolicy = grpcRetry(hr.GetRetries())
+		// gRPC reads max_stream_duration (0: none), as istiod's setTimeout
+		// gives a proxyless client.
+		ra.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: ra.Timeout}
 	} else {
-		ra.Timeout = hr.GetTimeout()
-		if ra.Timeout == nil {
-			ra.Timeout = noTimeout
-		}
 		// A gRPC request's grpc-timeout header bounded by the route's
 		// timeout (none: no bound), as istiod's setTimeout; without it
 		// Envoy ignores the header.
 		ra.MaxGrpcTimeout = ra.Timeout //nolint:staticcheck // deprecated; istiod keeps it, max_stream_duration has regressions
-		ra.RetryPolicy = retry(hr.GetRetries())
 	}
+	// gRPC reads the retry conditions it knows and ignores the others
+	// and the host predicate, so a proxyless client gets istiod's policy
+	// too (Istio's default when the route sets none).
+	ra.RetryPolicy = retry(hr.GetRetries())
 	for _, mp := range mirrors(hr) {
 		// As istiod: the mirrored request keeps its Host (Envoy would
 		// append "-shadow", so the mirror's virtual hosts would not match)
@@ -403,9 +402,8 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 		}
 	}
 	// A request :authority or host in the header operations rewrites the
-	// host unless the rewrite does (Istio); grpc-go gets no header
-	// operations.
-	if ra.HostRewriteSpecifier == nil && !b.proxyless {
+	// host unless the rewrite does (Istio).
+	if ra.HostRewriteSpecifier == nil {
 		if a := hostRewrite(hr, one); a != "" {
 			ra.HostRewriteSpecifier = &routev3.RouteAction_HostRewriteLiteral{HostRewriteLiteral: a}
 		}

@@ -110,7 +110,13 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		sh = &serviceHost{}
 		buf = sh.domains[:0]
 	}
-	all, name, cluster := serviceDomains(b.rb.v, svc, port, vs == nil, buf)
+	var all []string
+	var name, cluster string
+	if b.rb.proxyless {
+		all, name, cluster = grpcServiceDomains(b.rb.v, svc, port)
+	} else {
+		all, name, cluster = serviceDomains(b.rb.v, svc, port, vs == nil, buf)
+	}
 	n := len(all)
 	domains := b.claim(all)
 	if len(domains) == 0 {
@@ -158,12 +164,17 @@ func (b *vhostBuilder) vsOnlyHosts() {
 			}
 			name := gen.HostPort(h, b.rb.port)
 			// As istiod for a sidecar: the host alone (ports are ignored
-			// in host matching), an IPv6 one in brackets.
+			// in host matching), an IPv6 one in brackets; for a proxyless
+			// client also "host:port".
 			d := h
 			if strings.IndexByte(h, ':') >= 0 {
 				d = "[" + h + "]"
 			}
-			domains := b.claim([]string{d})
+			list := []string{d}
+			if b.rb.proxyless {
+				list = append(list, name)
+			}
+			domains := b.claim(list)
 			if len(domains) == 0 {
 				continue
 			}

@@ -96,6 +96,6 @@ spec:
 	t.Run("proxyless", func(t *testing.T) {
 		md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
 		proxy := &corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", Metadata: md}
-		check(t, proxy, "a.ns.svc.cluster.local:80", "b.ns.svc.cluster.local:80")
+		check(t, proxy, "outbound|80||a.ns.svc.cluster.local", "outbound|80||b.ns.svc.cluster.local")
 	})
 }
