@@ -1,7 +1,6 @@
 package rds
 
 import (
-	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -49,10 +48,10 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 	if acts == nil {
 		acts = &actions{}
 	}
-	for i, hr := range vs.GetHttp() {
+	for _, hr := range vs.GetHttp() {
 		ms := hr.GetMatch()
 		if len(ms) == 0 {
-			out = append(out, b.route(c.Namespace, hr, i, nil, acts))
+			out = append(out, b.route(c.Namespace, hr, nil, acts))
 			continue
 		}
 		var first *routev3.Route
@@ -63,7 +62,7 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 				continue
 			}
 			if first == nil {
-				first = b.route(c.Namespace, hr, i, m, acts)
+				first = b.route(c.Namespace, hr, m, acts)
 				out = append(out, first)
 				if k, prefixes := b.countApplying(ms[j+1:]); k > 0 && prefixes {
 					restMatched = make([]matchedRoute, 0, k)
@@ -83,6 +82,7 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 				r = &rest[len(rest)-1]
 				copyWithMatch(r, first, routeMatch(m))
 			}
+			r.Name = routeName(hr, m)
 			out = append(out, r)
 		}
 	}
@@ -90,6 +90,16 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 		applyGatewaySemantics(out)
 	}
 	return out
+}
+
+// routeName is the name of hr's route for match m, as istiod's: the HTTP
+// route's name (none when it has none), and the match's after a dot when
+// the match is named.
+func routeName(hr *networking.HTTPRoute, m *networking.HTTPMatchRequest) string {
+	if mn := m.GetName(); mn != "" {
+		return hr.GetName() + "." + mn
+	}
+	return hr.GetName()
 }
 
 // countApplying counts the match conditions of ms that apply and
@@ -191,7 +201,7 @@ type actions struct {
 
 // route translates an HTTP route for its match condition m (nil: it has
 // none).
-func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int, m *networking.HTTPMatchRequest, acts *actions) *routev3.Route {
+func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, m *networking.HTTPMatchRequest, acts *actions) *routev3.Route {
 	r := newRoute(m)
 	switch {
 	case hr.GetRedirect() != nil:
@@ -212,10 +222,7 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, i int, m *netw
 		}
 		r.TypedPerFilterConfig[CORSFilterName] = gen.MustAny(corsPolicy(c))
 	}
-	r.Name = hr.GetName()
-	if r.Name == "" {
-		r.Name = unnamedRoute(i)
-	}
+	r.Name = routeName(hr, m)
 	// A forwarding route to one cluster also takes its destination's
 	// header operations, after its own (Istio's processDestination);
 	// weighted clusters carry theirs (action). gRPC ignores both; istiod
@@ -299,19 +306,6 @@ func sameMessage[M interface {
 		return x == y
 	}
 	return proto.Equal(x, y)
-}
-
-// routeNames are the names of the first unnamed HTTP routes, spelled out
-// so most routes need no string built. Never altered.
-var routeNames = [...]string{"route-0", "route-1", "route-2", "route-3", "route-4", "route-5", "route-6", "route-7"}
-
-// unnamedRoute names the i-th HTTP route of a VirtualService that has no
-// name, as Istio does.
-func unnamedRoute(i int) string {
-	if i < len(routeNames) {
-		return routeNames[i]
-	}
-	return "route-" + strconv.Itoa(i)
 }
 
 // defaultRoute makes f the route that sends everything to cluster: the
