@@ -89,6 +89,9 @@ type configz struct {
 	// Credentials lists gateway credentials that cannot be served and the
 	// Gateway servers left out for it (credentials.go).
 	Credentials []credentialProblem `json:"credentials"`
+	// Authn lists JWT key sets that could not be fetched and CUSTOM
+	// policies whose provider cannot be used (jwks.go).
+	Authn authnProblems `json:"authn"`
 }
 
 type snapshotInfo struct {
@@ -109,10 +112,13 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 		out.Conflicts = []store.Conflict{}
 	}
 	out.Model = d.registry.Problems()
+	// EnvoyFilter patches that could not be applied (skipped; #29).
+	out.Model = append(out.Model, d.xds.Builder().EnvoyFilterProblems()...)
 	if k := d.kube.Load(); k != nil {
 		out.Clusters = k.Status()
 	}
 	out.Credentials = credentialProblems(d.pipeline.Current())
+	out.Authn = d.authnProblems()
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}
 	}
