@@ -87,7 +87,18 @@ func startIstiod(t *testing.T) *istiod {
 	if bin == "" || assets == "." || crds == "" {
 		t.Skipf("skipping: needs pilot-discovery (shared/tools/istio-bins), kube-apiserver (shared/tools/kube-assets) and the istio.io/istio module's CRDs; found %q %q %q", bin, assets, crds)
 	}
-	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: []string{crds}}}
+	crdPaths := []string{crds}
+	// The Gateway API's CRDs (standard channel: TCPRoute and TLSRoute are
+	// there from v1.5), so istiod's gateway controller runs (#28).
+	if gw := findOne(filepath.Join(gomod, "sigs.k8s.io", "gateway-api@v1.*", "config", "crd", "standard")); gw != "" {
+		files, _ := filepath.Glob(filepath.Join(gw, "gateway.networking.k8s.io_*.yaml"))
+		for _, f := range files {
+			if !strings.Contains(f, "vap_") {
+				crdPaths = append(crdPaths, f)
+			}
+		}
+	}
+	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: crdPaths}}
 	cfg, err := api.Start()
 	if err != nil {
 		t.Fatalf("kube-apiserver: %v", err)
@@ -172,6 +183,9 @@ func gvr(obj map[string]any) schema.GroupVersionResource {
 	plural := strings.ToLower(gvk.Kind) + "s"
 	if strings.HasSuffix(plural, "ys") && !strings.HasSuffix(plural, "ays") { // policies, not gateways
 		plural = strings.TrimSuffix(plural, "ys") + "ies"
+	}
+	if strings.HasSuffix(plural, "sss") { // gatewayclasses
+		plural = strings.TrimSuffix(plural, "s") + "es"
 	}
 	return schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: plural}
 }
@@ -310,6 +324,9 @@ func (i *istiod) inStore() string {
 		delete(have, k)
 	}
 	for k := range have {
+		if strings.Contains(k, "~") {
+			continue // istiod's conversion of Gateway API objects
+		}
 		if kind, _, _ := strings.Cut(k, "/"); kindOfOurs(kind) {
 			return "still " + k
 		}
@@ -322,7 +339,8 @@ func (i *istiod) inStore() string {
 func kindOfOurs(kind string) bool {
 	switch kind {
 	case "ServiceEntry", "WorkloadEntry", "WorkloadGroup", "VirtualService", "DestinationRule", "Gateway",
-		"Sidecar", "PeerAuthentication", "AuthorizationPolicy", "RequestAuthentication":
+		"Sidecar", "PeerAuthentication", "AuthorizationPolicy", "RequestAuthentication",
+		"HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute", "ReferenceGrant":
 		return true
 	}
 	return false
