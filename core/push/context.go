@@ -10,10 +10,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
-	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/credentials"
@@ -158,10 +158,13 @@ type serviceIndex struct {
 	byHost map[string][]*model.Service // a hostname in several namespaces
 }
 
-// kindIndex holds the configs of one kind, sorted, and by namespace.
+// kindIndex holds the configs of one kind, sorted by namespace and
+// name, and by namespace; byAge (ConfigsByAge) is made on first use.
 type kindIndex struct {
-	all  []config.Config
-	byNS map[string][]config.Config
+	all     []config.Config
+	byNS    map[string][]config.Config
+	ageOnce sync.Once
+	byAge   []*config.Config
 }
 
 // Services returns every service, sorted by namespace and hostname.
@@ -268,28 +271,33 @@ func buildKind(cs []config.Config) *kindIndex {
 	return ix
 }
 
-// VirtualServicesFor returns the VirtualServices bound to gateway ("mesh"
-// for sidecars, else "namespace/name") in the order Istio applies them:
-// oldest first, here by namespace and name.
-func (pc *PushContext) VirtualServicesFor(gateway string) []config.Config {
-	var out []config.Config
-	for _, c := range pc.Configs(config.VirtualService) {
-		vs := c.Spec.(*networking.VirtualService)
-		gws := vs.GetGateways()
-		if len(gws) == 0 {
-			if gateway == "mesh" {
-				out = append(out, c)
-			}
-			continue
-		}
-		for _, g := range gws {
-			if g == gateway || (gateway != "mesh" && !strings.Contains(g, "/") && c.Namespace+"/"+g == gateway) {
-				out = append(out, c)
-				break
-			}
-		}
+// ConfigsByAge returns the configs of kind oldest first, in istiod's
+// order (configCompareByCreationTime): by creation time, then name, then
+// namespace. Where rules conflict (two VirtualServices for one host, the
+// routes of several merged on one gateway host), istiod applies them in
+// this order. Computed once per index; the configs are the snapshot's
+// and must not be altered.
+func (pc *PushContext) ConfigsByAge(kind config.Kind) []*config.Config {
+	ix := pc.kinds[kind]
+	if ix == nil {
+		return nil
 	}
-	return out
+	ix.ageOnce.Do(func() {
+		ix.byAge = make([]*config.Config, len(ix.all))
+		for i := range ix.all {
+			ix.byAge[i] = &ix.all[i]
+		}
+		slices.SortStableFunc(ix.byAge, func(a, b *config.Config) int {
+			if d := a.CreationTime.Compare(b.CreationTime); d != 0 {
+				return d
+			}
+			if d := strings.Compare(a.Name, b.Name); d != 0 {
+				return d
+			}
+			return strings.Compare(a.Namespace, b.Namespace)
+		})
+	})
+	return ix.byAge
 }
 
 // SortedNamespaces returns the namespaces that hold configs of kind.

@@ -134,16 +134,15 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 }
 
 // virtualServicesByGateway indexes the VirtualServices by the gateways
-// ("ns/name") they bind to.
+// ("ns/name") they bind to, oldest first (push.ConfigsByAge).
 func virtualServicesByGateway(v *scope.View) map[string][]*config.Config {
 	out := map[string][]*config.Config{}
-	vss := v.Push.Configs(config.VirtualService)
-	for i := range vss {
-		for _, gw := range vss[i].Spec.(*networking.VirtualService).GetGateways() {
+	for _, c := range v.Push.ConfigsByAge(config.VirtualService) {
+		for _, gw := range c.Spec.(*networking.VirtualService).GetGateways() {
 			if !strings.Contains(gw, "/") {
-				gw = vss[i].Namespace + "/" + gw
+				gw = c.Namespace + "/" + gw
 			}
-			out[gw] = append(out[gw], &vss[i])
+			out[gw] = append(out[gw], c)
 		}
 	}
 	return out

@@ -104,10 +104,10 @@ func (g *gatewayRoutes) indexVirtualServices() {
 	type binding struct{ gw, vs int32 }
 	var bindings []binding
 	counts := make([]int32, len(names))
-	all := g.v.Push.Configs(config.VirtualService)
 	var buf [128]byte
-	for i := range all {
-		c := &all[i]
+	// Oldest first (push.ConfigsByAge): istiod merges the routes of
+	// several VirtualServices on one host in that order.
+	for _, c := range g.v.Push.ConfigsByAge(config.VirtualService) {
 		vsIndex := int32(-1)
 		for _, gw := range c.Spec.(*networking.VirtualService).GetGateways() {
 			if gw == "mesh" {

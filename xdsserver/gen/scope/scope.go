@@ -168,14 +168,14 @@ func hostsAllow(hosts []string, proxyNS, ns, host string) bool {
 	return false
 }
 
-// meshVirtualServices are the visible VirtualServices of
-// push.VirtualServicesFor("mesh"), in its order, found without copying
-// a config: every sidecar generation lists them.
+// meshVirtualServices are the visible VirtualServices bound to the mesh,
+// oldest first (push.ConfigsByAge: where two claim a host, istiod takes
+// the oldest), found without copying a config: every sidecar generation
+// lists them.
 func (v *View) meshVirtualServices() []*config.Config {
-	all := v.Push.Configs(config.VirtualService)
+	all := v.Push.ConfigsByAge(config.VirtualService)
 	out := make([]*config.Config, 0, len(all))
-	for i := range all {
-		c := &all[i]
+	for _, c := range all {
 		vs := c.Spec.(*networking.VirtualService)
 		if gws := vs.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
 			continue

@@ -1,0 +1,86 @@
+package rds
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+)
+
+// ageConfig has two VirtualServices for one host, on the mesh and on a
+// gateway, whose creation order is the reverse of their name order.
+const ageConfig = `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: a, namespace: ns}
+spec:
+  hosts: [a.ns.svc.cluster.local]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: ns}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: first-by-name, namespace: ns, creationTimestamp: "2024-02-01T00:00:00Z"}
+spec:
+  hosts: [a.ns.svc.cluster.local]
+  gateways: [mesh, gw]
+  http: [{name: newer, match: [{uri: {prefix: /newer}}], route: [{destination: {host: a.ns.svc.cluster.local}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: second-by-name, namespace: ns, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec:
+  hosts: [a.ns.svc.cluster.local]
+  gateways: [mesh, gw]
+  http: [{name: older, match: [{uri: {prefix: /older}}], route: [{destination: {host: a.ns.svc.cluster.local}}]}]
+`
+
+// TestOldestVirtualServiceFirst: where two VirtualServices claim a host,
+// a sidecar takes the oldest one's routes only, and a gateway merges both
+// oldest first, as istiod orders them (creation time, then name), not by
+// name.
+func TestOldestVirtualServiceFirst(t *testing.T) {
+	pc, err := gentest.Build([]byte(ageConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := func(id, rc, vhost string) []string {
+		t.Helper()
+		p, err := gen.ParseNode(&corev3.Node{Id: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Labels = map[string]string{"istio": "ingressgateway"}
+		res, err := Generate(gen.Input{Push: pc, Proxy: p, Names: []string{rc}})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("%s: %d route configs, %v", rc, len(res), err)
+		}
+		gentest.Validate(t, res)
+		var names []string
+		for _, vh := range res[0].Resource.(*routev3.RouteConfiguration).GetVirtualHosts() {
+			if vh.GetName() == vhost {
+				for _, r := range vh.GetRoutes() {
+					names = append(names, r.GetName())
+				}
+			}
+		}
+		return names
+	}
+	if got := routes("sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", "80", "a.ns.svc.cluster.local:80"); len(got) != 1 || got[0] != "older" {
+		t.Errorf("sidecar routes %v, want the oldest VirtualService's (older) only", got)
+	}
+	if got := routes("router~10.1.1.2~gw.ns~ns.svc.cluster.local", "http.80", "a.ns.svc.cluster.local:80"); len(got) != 2 || got[0] != "older" || got[1] != "newer" {
+		t.Errorf("gateway routes %v, want [older newer]", got)
+	}
+}
