@@ -56,7 +56,8 @@ current-context: east
 // it) and one stream per connection; with deadSources, also a Kubernetes
 // cluster and an MCP upstream that are down (such a daemon serves no
 // config until they sync, so the xDS metrics come from one without).
-func runDaemon(t *testing.T, deadSources bool) (*daemon.Daemon, string) {
+// tweak, if not nil, changes the config last.
+func runDaemon(t *testing.T, deadSources bool, tweak func(*daemon.Config)) (*daemon.Daemon, string) {
 	t.Helper()
 	root := t.TempDir()
 	conf, clusters, state := filepath.Join(root, "conf.d"), filepath.Join(root, "clusters"), filepath.Join(root, "state")
@@ -78,6 +79,9 @@ func runDaemon(t *testing.T, deadSources bool) (*daemon.Daemon, string) {
 	cfg.Cluster = daemon.ClusterConfig{Name: "r1", Bind: "127.0.0.1:0"}
 	cfg.ConvergenceSLO = daemon.Duration{Duration: time.Nanosecond}
 	cfg.MaxStreamsPerConnection = 1
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -158,9 +162,9 @@ var needsEvent = map[string]string{
 // the dashboard and the alert rules name is in the scrape, or, for the few
 // in needsEvent, registered with the daemon.
 func TestDashboardMetricsAreExposed(t *testing.T) {
-	d, conf := runDaemon(t, false)
+	d, conf := runDaemon(t, false, nil)
 	drive(t, d, conf)
-	down, _ := runDaemon(t, true)
+	down, _ := runDaemon(t, true, nil)
 
 	want := metricNames(dashboardExprs(loadDashboard(t)))
 	for _, n := range metricNames(ruleExprs(t)) {
