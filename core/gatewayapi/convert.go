@@ -317,8 +317,15 @@ func (c *converter) serverTLS(gw *config.Config, l gwapi.Listener) (*networking.
 	return &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: name}, ""
 }
 
-// finish turns the merged VirtualServices into configs, sorted.
+// finish turns the merged VirtualServices into configs, sorted, and
+// counts the routes attached to each listener.
 func (c *converter) finish() {
+	for _, ls := range c.listeners {
+		for _, l := range ls {
+			ref := c.status(l.gw).listener(l.spec.Name)
+			ref.s.Listeners[ref.i].AttachedRoutes = int32(l.attached)
+		}
+	}
 	keys := make([]string, 0, len(c.vs))
 	for k := range c.vs {
 		keys = append(keys, k)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/gatewayapi"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/internal/version"
 	"github.com/baremesh/baremesh/sources/kube"
@@ -72,6 +73,9 @@ type configzResource struct {
 	ResourceVersion string            `json:"resourceVersion,omitempty"`
 	Source          config.Source     `json:"source"`
 	Spec            json.RawMessage   `json:"spec"`
+	// Status is the status baremesh computed for a Gateway API object
+	// (conditions as the API defines them; core/gatewayapi).
+	Status *gatewayapi.Status `json:"status,omitempty"`
 }
 
 type configz struct {
@@ -122,6 +126,10 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 		out.MCP = append(out.MCP, u.Status())
 	}
 	kind := config.Kind(r.URL.Query().Get("kind"))
+	var gwStatus map[config.Key]*gatewayapi.Status
+	if pc := d.pipeline.Current(); pc != nil {
+		gwStatus = pc.GatewayAPIStatus()
+	}
 	for _, k := range config.Kinds() {
 		if kind != "" && k != kind {
 			continue
@@ -134,6 +142,7 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 			out.Resources = append(out.Resources, configzResource{
 				Kind: string(c.Key().Kind), APIVersion: c.GVK.APIVersion(), Namespace: c.Namespace, Name: c.Name,
 				Labels: c.Labels, Annotations: c.Annotations, ResourceVersion: c.ResourceVersion, Source: c.Source, Spec: spec,
+				Status: gwStatus[c.Key()],
 			})
 		}
 	}
