@@ -38,7 +38,7 @@ func mergeCluster(c *clusterv3.Cluster, p *patch) error {
 	v := p.value.(*clusterv3.Cluster)
 	ts := v.GetTransportSocket()
 	if ts == nil {
-		return mergeValue(p.op, c, v)
+		return p.merge(c)
 	}
 	var dst *corev3.TransportSocket
 	if len(c.GetTransportSocketMatches()) > 0 {

@@ -21,6 +21,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	networking "istio.io/api/networking/v1alpha3"
 	typev1beta1 "istio.io/api/type/v1beta1"
 
@@ -83,6 +84,8 @@ type patch struct {
 	match   *networking.EnvoyFilter_EnvoyConfigObjectMatch
 	value   proto.Message
 	version *regexp.Regexp
+	// durations: where the value sets a Duration (MERGE replaces those).
+	durations [][]protoreflect.FieldDescriptor
 	// noMatch: the proxyVersion expression cannot be used (fail closed).
 	noMatch bool
 }
@@ -168,6 +171,7 @@ func compilePatch(f *filter, j int, cp *networking.EnvoyFilter_EnvoyConfigObject
 			return nil, fmt.Errorf("patch.value is not a valid %s: %w", m.ProtoReflect().Descriptor().FullName(), err)
 		}
 		p.value = m
+		p.durations = durationPaths(m.ProtoReflect())
 		if p.applyTo == networking.EnvoyFilter_EXTENSION_CONFIG {
 			// istiod patches the extension configs it serves over ECDS
 			// (WasmPlugin); baremesh serves no ECDS, so nothing to patch.

@@ -29,7 +29,7 @@ func patchListener(r *run, l *listenerv3.Listener) bool {
 			return false
 		case isMerge(p.op):
 			r.mark(p)
-			if err := mergeValue(p.op, l, p.value); err != nil {
+			if err := p.merge(l); err != nil {
 				r.fail(p, err)
 			}
 		}
@@ -163,7 +163,7 @@ func patchFilterChain(r *run, l *listenerv3.Listener, fc *listenerv3.FilterChain
 				}
 				continue
 			}
-			if err := mergeValue(p.op, fc, v); err != nil {
+			if err := p.merge(fc); err != nil {
 				r.fail(p, err)
 			}
 		}

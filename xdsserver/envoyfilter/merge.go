@@ -15,12 +15,61 @@ import (
 // except that a Duration is replaced whole and, for
 // MERGE_AND_REPLACE_LIST, a list in src replaces dst's.
 func mergeValue(op networking.EnvoyFilter_Patch_Operation, dst, src proto.Message) error {
+	return mergeWith(op, dst, src, nil)
+}
+
+// mergeWith is mergeValue with the Duration fields of src known
+// (durationPaths of src; nil: found by walking src).
+func mergeWith(op networking.EnvoyFilter_Patch_Operation, dst, src proto.Message, durations [][]protoreflect.FieldDescriptor) error {
 	d, s := dst.ProtoReflect(), src.ProtoReflect()
 	if d.Descriptor().FullName() != s.Descriptor().FullName() {
 		return fmt.Errorf("cannot merge a %s into a %s", s.Descriptor().FullName(), d.Descriptor().FullName())
 	}
-	mergeMessage(d, s, op == networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST)
+	if op == networking.EnvoyFilter_Patch_MERGE_AND_REPLACE_LIST {
+		mergeMessage(d, s, true)
+		return nil
+	}
+	// Without list replacement, proto.Merge does what istiod's merge
+	// does (scalars set, messages merged, lists appended, map entries
+	// replaced) except for Durations, which istiod replaces whole: those
+	// in src are put back afterwards.
+	proto.Merge(dst, src)
+	if durations == nil {
+		durations = durationPaths(s)
+	}
+	for _, path := range durations {
+		dm, sm := d, s
+		for _, fd := range path[:len(path)-1] {
+			dm, sm = dm.Mutable(fd).Message(), sm.Get(fd).Message()
+		}
+		last := path[len(path)-1]
+		dm.Set(last, protoreflect.ValueOfMessage(proto.Clone(sm.Get(last).Message().Interface()).ProtoReflect()))
+	}
 	return nil
+}
+
+// durationPaths are the paths (singular message fields) to every
+// Duration set in m. Durations in lists and map values are not listed:
+// proto.Merge copies those whole.
+func durationPaths(m protoreflect.Message) [][]protoreflect.FieldDescriptor {
+	var out [][]protoreflect.FieldDescriptor
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.IsList() || fd.IsMap() || fd.Message() == nil {
+			return true
+		}
+		if fd.Message().FullName() == durationName {
+			out = append(out, []protoreflect.FieldDescriptor{fd})
+			return true
+		}
+		for _, sub := range durationPaths(v.Message()) {
+			out = append(out, append([]protoreflect.FieldDescriptor{fd}, sub...))
+		}
+		return true
+	})
+	if out == nil {
+		out = [][]protoreflect.FieldDescriptor{}
+	}
+	return out
 }
 
 var durationName = (&durationpb.Duration{}).ProtoReflect().Descriptor().FullName()
@@ -89,6 +138,11 @@ func mergeAny(dst, src *anypb.Any) (*anypb.Any, error) {
 		return nil, err
 	}
 	return anypb.New(d)
+}
+
+// merge merges p's value into dst (mergeValue, with p's Durations known).
+func (p *patch) merge(dst proto.Message) error {
+	return mergeWith(p.op, dst, p.value, p.durations)
 }
 
 // insertAt returns s with e inserted at index i.

@@ -18,7 +18,7 @@ func patchRouteConfig(r *run, rc *routev3.RouteConfiguration) bool {
 			continue
 		}
 		r.mark(p)
-		if err := mergeValue(p.op, rc, p.value); err != nil {
+		if err := p.merge(rc); err != nil {
 			r.fail(p, err)
 		}
 	}
@@ -53,7 +53,7 @@ func patchVirtualHost(r *run, rc *routev3.RouteConfiguration, i int) bool {
 			return true
 		case isMerge(p.op):
 			r.mark(p)
-			if err := mergeValue(p.op, rc.VirtualHosts[i], p.value); err != nil {
+			if err := p.merge(rc.VirtualHosts[i]); err != nil {
 				r.fail(p, err)
 			}
 		case p.op == networking.EnvoyFilter_Patch_REPLACE:
@@ -83,7 +83,7 @@ func patchRoutes(r *run, rc *routev3.RouteConfiguration, vh *routev3.VirtualHost
 				removed = true
 			case isMerge(p.op):
 				r.mark(p)
-				if err := mergeValue(p.op, vh.Routes[i], p.value); err != nil {
+				if err := p.merge(vh.Routes[i]); err != nil {
 					r.fail(p, err)
 				}
 			}
