@@ -138,3 +138,21 @@ func TestCluster(t *testing.T) {
 		t.Errorf("ef-added appears %d times (an ANY ADD adds once)", n)
 	}
 }
+
+// A MERGE replaces a Duration whole, as istiod's merge does (proto merge
+// would merge 10s and 0.5s field by field into 10.5s).
+func TestMergeReplacesDurations(t *testing.T) {
+	pc := buildWorld(t, ef("dur", "default", `
+  configPatches:
+  - applyTo: CLUSTER
+    match: {cluster: {name: outbound|9080||reviews.default.svc.cluster.local}}
+    patch: {operation: MERGE, value: {connect_timeout: 0.5s, common_lb_config: {update_merge_window: 0.25s}}}`))
+	r := apply(t, pc, sidecar(t, nil))
+	c := r.cluster(t, "outbound|9080||reviews.default.svc.cluster.local")
+	if got := c.GetConnectTimeout().AsDuration(); got != 500*time.Millisecond {
+		t.Errorf("connect timeout %v, want 500ms", got)
+	}
+	if got := c.GetCommonLbConfig().GetUpdateMergeWindow().AsDuration(); got != 250*time.Millisecond {
+		t.Errorf("update merge window %v, want 250ms", got)
+	}
+}
