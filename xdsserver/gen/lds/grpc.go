@@ -2,11 +2,14 @@ package lds
 
 import (
 	"net/netip"
+	"regexp"
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbachttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
@@ -56,8 +59,8 @@ func grpcListeners(v *scope.View, names []string) []gen.Resource {
 }
 
 // grpcClientListener is the API listener name of a client target: as
-// istiod's grpcgen, the service's address for this proxy (0.0.0.0 when
-// it has none) and port, and an HTTP connection manager with the fault
+// istiod's grpcgen, the service's first address for this proxy (0.0.0.0
+// when it has none) and port, and an HTTP connection manager with the fault
 // filter (whether or not a route injects faults) and the router,
 // fetching "outbound|PORT||HOST" over ADS. Its stat prefix, the
 // listener's name, is not istiod's (none): Envoy's schema, which every
@@ -71,9 +74,9 @@ func grpcClientListener(v *scope.View, name string, svc *model.Service, p model.
 		}},
 		HttpFilters: grpcClientFilters,
 	}
-	addr := scope.ServiceAddress(v.Proxy, svc)
-	if addr == "" {
-		addr = "0.0.0.0"
+	addr := "0.0.0.0" // gRPC reads no address of an API listener
+	if as := scope.Addresses(v.Proxy, svc); len(as) > 0 {
+		addr = as[0] // even a CIDR, as istiod's GetAddressForProxy
 	}
 	return &listenerv3.Listener{
 		Name: name, Address: gen.SocketAddress(addr, p.Number),
@@ -135,7 +138,7 @@ func grpcServerListener(v *scope.View, name, addr string) *listenerv3.Listener {
 		HttpFilters:    []*hcmv3.HttpFilter{routerFilter()},
 	}
 	if pols := authz.For(v.Push, v.Proxy.Namespace, v.Proxy.Labels); !pols.Empty() {
-		h.HttpFilters = append(pols.HTTPFilters(), h.HttpFilters...)
+		h.HttpFilters = append(grpcPolicyNames(pols.HTTPFilters()), h.HttpFilters...)
 	}
 	fc := &listenerv3.FilterChain{
 		Name:            "inbound-" + suffix,
@@ -160,4 +163,33 @@ func grpcInboundRoute(port uint32) *routev3.RouteConfiguration {
 			Action: &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}},
 		}},
 	}}}
+}
+
+// envoyPolicyName is the name authz gives the i-th rule of a policy,
+// "ns[NS]-policy[NAME]-rule[I]".
+var envoyPolicyName = regexp.MustCompile(`^ns\[([^\]]*)\]-policy\[([^\]]*)\]-rule\[([0-9]+)\]$`)
+
+// grpcPolicyNames renames the rules of a proxyless server's RBAC filters
+// as istiod's grpcgen names them, "NS-NAME-I" (Envoy's are named as
+// istiod's RBAC builder names them). The names only label a rule; each
+// filter is a new copy, filters is not altered.
+func grpcPolicyNames(filters []*hcmv3.HttpFilter) []*hcmv3.HttpFilter {
+	out := make([]*hcmv3.HttpFilter, 0, len(filters))
+	for _, f := range filters {
+		r := &rbachttpv3.RBAC{}
+		if err := f.GetTypedConfig().UnmarshalTo(r); err != nil || len(r.GetRules().GetPolicies()) == 0 {
+			out = append(out, f)
+			continue
+		}
+		renamed := make(map[string]*rbacv3.Policy, len(r.Rules.Policies))
+		for k, pol := range r.Rules.Policies {
+			if m := envoyPolicyName.FindStringSubmatch(k); m != nil {
+				k = m[1] + "-" + m[2] + "-" + m[3]
+			}
+			renamed[k] = pol
+		}
+		r.Rules.Policies = renamed
+		out = append(out, &hcmv3.HttpFilter{Name: f.GetName(), ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(r)}})
+	}
+	return out
 }
