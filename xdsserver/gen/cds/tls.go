@@ -28,6 +28,9 @@ const tlsSocketName = "envoy.transport_sockets.tls"
 func applyTLS(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings) {
 	if t != nil {
 		c.TransportSocket = transportSocket(v, svc, p, subset, t)
+		if c.TransportSocket != nil && (t.GetMode() == networking.ClientTLSSettings_SIMPLE || t.GetMode() == networking.ClientTLSSettings_MUTUAL) {
+			autoSNI(c, t)
+		}
 		return
 	}
 	if !autoMTLS(v, svc) || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
@@ -85,40 +88,7 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 	var ctx *tlsv3.UpstreamTlsContext
 	switch t.GetMode() {
 	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
-		ctx = &tlsv3.UpstreamTlsContext{Sni: t.GetSni(), CommonTlsContext: &tlsv3.CommonTlsContext{}}
-		if ctx.Sni == "" && !isWildcard(svc.Hostname) {
-			ctx.Sni = svc.Hostname
-		}
-		if !t.GetInsecureSkipVerify().GetValue() {
-			vc := &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(t.GetSubjectAltNames())}
-			switch {
-			case t.GetCaCertificates() != "":
-				vc.TrustedCa = file(t.GetCaCertificates())
-			case t.GetCredentialName() != "":
-				vc = nil // the credential's ca.crt, as SDS "NAME-cacert"
-				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-					DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: sans(t.GetSubjectAltNames())},
-					ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: t.GetCredentialName() + "-cacert", SdsConfig: gen.CredentialSDS()},
-				}}
-			default:
-				vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: "/etc/ssl/certs/ca-certificates.crt"}}
-			}
-			if vc != nil {
-				ctx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
-			}
-		}
-		if p.Protocol.IsHTTP2() {
-			ctx.CommonTlsContext.AlpnProtocols = alpnH2
-		}
-		if t.GetMode() == networking.ClientTLSSettings_MUTUAL {
-			if cred := t.GetCredentialName(); cred != "" {
-				ctx.CommonTlsContext.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: cred, SdsConfig: gen.CredentialSDS()}}
-			} else {
-				ctx.CommonTlsContext.TlsCertificates = []*tlsv3.TlsCertificate{{
-					CertificateChain: file(t.GetClientCertificate()), PrivateKey: file(t.GetPrivateKey()),
-				}}
-			}
-		}
+		ctx = originationTLS(v, svc, p, t)
 	case networking.ClientTLSSettings_ISTIO_MUTUAL:
 		def, root := adsDefault, adsRoot
 		if v.Proxy.IstioVersion != "" {
