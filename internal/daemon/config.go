@@ -145,6 +145,13 @@ type Config struct {
 	// tls.credentialName, one directory each (README "Gateway
 	// credentials"); "" reads none.
 	CredentialsDir string `json:"credentialsDir"`
+	// JWKSRefresh is how often the key sets RequestAuthentication
+	// jwksUris name are fetched again (default 20m, istiod's); a failed
+	// fetch is retried sooner. JWKSTimeout bounds one fetch (default
+	// 5s), JWKSMaxSize its body in bytes (default 1 MiB). jwks.go.
+	JWKSRefresh Duration `json:"jwksRefresh"`
+	JWKSTimeout Duration `json:"jwksTimeout"`
+	JWKSMaxSize int64    `json:"jwksMaxSize"`
 }
 
 // CADir is where the CA's files are: CACertsDir, else StateDir/ca.
@@ -174,6 +181,7 @@ func Defaults() Config {
 		RegistrationGrace:  Duration{10 * time.Second},
 		ConvergenceSLO:     Duration{time.Second},
 		CredentialsDir:     "/etc/baremesh/credentials",
+		JWKSRefresh:        Duration{defaultJWKSRefresh},
 	}
 }
 
@@ -232,6 +240,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryLimitMB < 0 {
 		errs = append(errs, fmt.Errorf("memoryLimitMB: must not be negative, got %d", c.MemoryLimitMB))
+	}
+	if c.JWKSRefresh.Duration < 0 || c.JWKSTimeout.Duration < 0 || c.JWKSMaxSize < 0 {
+		errs = append(errs, fmt.Errorf("jwksRefresh, jwksTimeout, jwksMaxSize: must not be negative (0 takes the default)"))
 	}
 	if c.ConvergenceSLO.Duration < 0 {
 		errs = append(errs, fmt.Errorf("convergenceSLO: must not be negative, got %v", c.ConvergenceSLO))

@@ -20,6 +20,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/cluster"
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/jwks"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
@@ -53,6 +54,8 @@ type Daemon struct {
 	groupsChanged   chan struct{}
 	kube            atomic.Pointer[kube.Source] // nil without clusters; set by Run, read by HTTP and CA handlers
 	upstreams       []*mcp.Upstream             // set in Run before the HTTP server starts
+
+	jwks atomic.Pointer[jwks.Fetcher] // set by Run (jwks.go)
 }
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows
@@ -174,6 +177,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.startCredentials(ctx, goRun)
+	d.startJWKS(ctx, goRun)
 	d.startKube(ctx, goRun) // after the files, before baremesh's own state: the precedence
 	d.agg.AttachMemory(ownSource, d.own)
 	for _, w := range watchers {

@@ -93,6 +93,9 @@ type configz struct {
 	// Credentials lists gateway credentials that cannot be served and the
 	// Gateway servers left out for it (credentials.go).
 	Credentials []credentialProblem `json:"credentials"`
+	// Authn lists JWT key sets that could not be fetched and CUSTOM
+	// policies whose provider cannot be used (jwks.go).
+	Authn authnProblems `json:"authn"`
 }
 
 type snapshotInfo struct {
@@ -119,6 +122,7 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 		out.Clusters = k.Status()
 	}
 	out.Credentials = credentialProblems(d.pipeline.Current())
+	out.Authn = d.authnProblems()
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}
 	}

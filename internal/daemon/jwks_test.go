@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+	"github.com/baremesh/baremesh/xdsserver/gen/lds"
+)
+
+const jwtWorld = `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: default}
+spec:
+  hosts: [web.default.svc.cluster.local]
+  location: MESH_INTERNAL
+  ports: [{number: 8080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1, labels: {app: web}}]
+---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: jwt, namespace: default}
+spec:
+  selector: {matchLabels: {app: web}}
+  jwtRules: [{issuer: https://issuer.example, jwksUri: "URI"}]
+`
+
+// TestJWKSRotationReachesProxies: baremeshd fetches the jwksUri a
+// RequestAuthentication names from a real HTTP server and inlines the
+// keys into the workload's jwt_authn filter; a rotated key reaches the
+// listener within the refresh interval (a push); while the server fails
+// the last keys stay and /debug/configz names the failure.
+func TestJWKSRotationReachesProxies(t *testing.T) {
+	var mu sync.Mutex
+	body, code := `{"keys":[{"kty":"RSA","kid":"one","e":"AQAB","n":"AAAA"}]}`, 200
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	serve := func(b string, c int) { mu.Lock(); body, code = b, c; mu.Unlock() }
+
+	dir := filepath.Join(t.TempDir(), "conf.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "jwt.yaml"), []byte(strings.Replace(jwtWorld, "URI", srv.URL+"/keys", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	cfg.ConfigDirs = []string{dir}
+	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.MeshConfig = filepath.Join(filepath.Dir(dir), "meshconfig.yaml")
+	cfg.Debounce = Duration{10 * time.Millisecond}
+	refresh := 300 * time.Millisecond
+	cfg.JWKSRefresh = Duration{refresh}
+	d, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitReady(t, d)
+
+	keys := func() string { return inlineKeys(t, d) }
+	testkit.Eventually(t, "the fetched keys in the listener", func() bool { return strings.Contains(keys(), `"kid":"one"`) })
+
+	serve(`{"keys":[{"kty":"RSA","kid":"two","e":"AQAB","n":"BBBB"}]}`, 200)
+	rotated := time.Now()
+	testkit.Eventually(t, "the rotated key in the listener", func() bool { return strings.Contains(keys(), `"kid":"two"`) })
+	if took := time.Since(rotated); took > refresh+2*time.Second {
+		t.Errorf("rotation reached the listener after %v (refresh %v)", took, refresh)
+	}
+	t.Logf("rotated key in the listener after %v (refresh %v)", time.Since(rotated), refresh)
+
+	serve("down for maintenance", 503)
+	testkit.Eventually(t, "the failure on /debug/configz", func() bool {
+		for _, p := range configzOf(t, d).Authn.JWKS {
+			if strings.Contains(p.Source, srv.URL) && strings.Contains(p.Error, "status 503") {
+				return true
+			}
+		}
+		return false
+	})
+	if k := keys(); !strings.Contains(k, `"kid":"two"`) {
+		t.Errorf("keys while the server fails: %s, want the last good ones", k)
+	}
+}
+
+// inlineKeys generates the web sidecar's inbound listener from the
+// daemon's current snapshot and returns its jwt_authn provider's keys.
+func inlineKeys(t *testing.T, d *Daemon) string {
+	t.Helper()
+	md := &structpb.Struct{Fields: map[string]*structpb.Value{"LABELS": structpb.NewStructValue(&structpb.Struct{
+		Fields: map[string]*structpb.Value{"app": structpb.NewStringValue("web")}})}}
+	p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~web.default~default.svc.cluster.local", Metadata: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := lds.Generate(gen.Input{Push: d.Pipeline().Current(), Proxy: p, Names: []string{gen.VirtualInboundListener}})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("lds: %v (%d)", err, len(res))
+	}
+	gentest.Validate(t, res)
+	for _, fc := range res[0].Resource.(*listenerv3.Listener).GetFilterChains() {
+		for _, f := range fc.GetFilters() {
+			var h hcmv3.HttpConnectionManager
+			if f.GetTypedConfig().UnmarshalTo(&h) != nil {
+				continue
+			}
+			for _, hf := range h.GetHttpFilters() {
+				var j jwtv3.JwtAuthentication
+				if hf.GetTypedConfig().UnmarshalTo(&j) == nil {
+					return j.GetProviders()["origins-0"].GetLocalJwks().GetInlineString()
+				}
+			}
+		}
+	}
+	return ""
+}
