@@ -149,15 +149,27 @@ func TestGRPCGoXDSClient(t *testing.T) {
 		a1.failEvery = 2 // every other call fails with UNAVAILABLE
 		a1.mu.Unlock()
 		defer func() { a1.mu.Lock(); a1.failEvery = 0; a1.mu.Unlock() }()
-		failures := 0
-		for i := 0; i < 20; i++ {
-			if _, err := call(ctx, cc); status.Code(err) == codes.Unavailable {
-				failures++
+		succeedAll := func() bool {
+			for i := 0; i < 50; i++ {
+				if _, err := call(ctx, cc); err != nil {
+					return false
+				}
 			}
+			return true
 		}
-		if failures == 0 {
-			t.Fatal("without a retry policy, injected failures should reach the client")
-		}
+		// A route without retries gets Istio's default policy (2 retries,
+		// on unavailable among others), as istiod gives proxyless clients.
+		testkit.EventuallyWithin(t, e2eWait, "50 calls in a row succeed with Istio's default retries", succeedAll)
+		m.write("vs.yaml", routes(100, 0, "    retries: {attempts: 0}\n"))
+		testkit.EventuallyWithin(t, e2eWait, "with retries off, injected failures reach the client", func() bool {
+			failures := 0
+			for i := 0; i < 20; i++ {
+				if _, err := call(ctx, cc); status.Code(err) == codes.Unavailable {
+					failures++
+				}
+			}
+			return failures > 0
+		})
 		m.write("vs.yaml", routes(100, 0, "    retries: {attempts: 3, retryOn: unavailable}\n"))
 		testkit.EventuallyWithin(t, e2eWait, "50 calls in a row succeed with retries", func() bool {
 			for i := 0; i < 50; i++ {
