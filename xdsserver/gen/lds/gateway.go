@@ -219,8 +219,18 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *gen.Proxy, t *net
 		memo[k] = ts
 		return ts
 	}
+	// An Istio agent serves certificate files over its SDS (with
+	// rotation), as istiod has its proxy read them; another Envoy reads
+	// the files itself.
+	var agentFiles *corev3.ConfigSource
+	if p.IstioVersion != "" && k.cred == "" {
+		agentFiles = gen.WorkloadSDS(p)
+		agentFiles.InitialFetchTimeout = nil // as istiod's file secrets
+	}
 	if k.cred != "" {
 		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: k.cred, SdsConfig: gen.CredentialSDS()}}
+	} else if k.cert != "" && agentFiles != nil {
+		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: "file-cert:" + k.cert + "~" + k.key, SdsConfig: agentFiles}}
 	} else if k.cert != "" {
 		common.TlsCertificates = []*tlsv3.TlsCertificate{{
 			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cert}},
@@ -230,7 +240,12 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *gen.Proxy, t *net
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
 	if k.mutual {
 		ctx.RequireClientCertificate = gen.Bool(true)
-		if k.cacs != "" {
+		if k.cacs != "" && agentFiles != nil {
+			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
+				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "file-root:" + k.cacs, SdsConfig: agentFiles},
+			}}
+		} else if k.cacs != "" {
 			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cacs}},
 			}}

@@ -8,6 +8,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
@@ -330,6 +331,12 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 				vh.Routes = ext.extend(vh.Routes, routes)
 			}
 		}
+	}
+	if len(rc.VirtualHosts) == 0 && len(g.servers[i]) > 0 {
+		// As istiod: a host for every request that answers 404, named
+		// after the first server's port.
+		port := g.servers[i][0].Server.GetPort().GetNumber()
+		rc.VirtualHosts = append(rc.VirtualHosts, &routev3.VirtualHost{Name: gen.HostPort("blackhole", port), Domains: anyDomain})
 	}
 	return rc
 }
