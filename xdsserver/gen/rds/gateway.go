@@ -332,6 +332,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 			}
 		}
 	}
+	rc.VirtualHosts = collapse(rc.VirtualHosts)
 	if len(rc.VirtualHosts) == 0 && len(g.servers[i]) > 0 {
 		// As istiod: a host for every request that answers 404, named
 		// after the first server's port.

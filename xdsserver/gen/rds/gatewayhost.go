@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -134,4 +135,77 @@ func (e *extension) extend(list, routes []*routev3.Route) []*routev3.Route {
 // length (a list's elements are never altered once written).
 func sameList(a, b []*routev3.Route) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// collapse merges the virtual hosts of a gateway route config whose
+// routes are the same (the same built routes, in the same order) into
+// one, as istiod's collapseDuplicateRoutes: taken most specific host
+// first (longest first, alphabetically, wildcards last), the first of a
+// set keeps its name and gets the others' domains. Hosts keep their
+// order otherwise. Each virtual host's first domain is its host.
+func collapse(vhs []*routev3.VirtualHost) []*routev3.VirtualHost {
+	if len(vhs) < 2 {
+		return vhs
+	}
+	order := make([]int, len(vhs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return moreSpecific(vhs[a].GetDomains()[0], vhs[b].GetDomains()[0]) })
+	type routesKey struct {
+		first *routev3.Route
+		n     int
+	}
+	primaries := make(map[routesKey][]int, len(vhs))
+	merged := make([]bool, len(vhs))
+	for _, i := range order {
+		vh := vhs[i]
+		k := routesKey{n: len(vh.Routes)}
+		if k.n > 0 {
+			k.first = vh.Routes[0]
+		}
+		into := -1
+		for _, p := range primaries[k] {
+			if mergeable(vhs[p], vh) {
+				into = p
+				break
+			}
+		}
+		if into < 0 {
+			primaries[k] = append(primaries[k], i)
+			continue
+		}
+		vhs[into].Domains = append(slices.Clip(vhs[into].Domains), vh.Domains...)
+		merged[i] = true
+	}
+	out := vhs[:0]
+	for i, vh := range vhs {
+		if !merged[i] {
+			out = append(out, vh)
+		}
+	}
+	return out
+}
+
+// mergeable: istiod's vhostMergeable (the same route objects, attempt
+// count and TLS requirement).
+func mergeable(a, b *routev3.VirtualHost) bool {
+	return a.IncludeRequestAttemptCount == b.IncludeRequestAttemptCount && a.RequireTls == b.RequireTls &&
+		slices.Equal(a.Routes, b.Routes)
+}
+
+// moreSpecific orders hosts as istiod's host.MoreSpecific: wildcards
+// last, longer first, then alphabetically.
+func moreSpecific(a, b string) int {
+	aw, bw := strings.HasPrefix(a, "*"), strings.HasPrefix(b, "*")
+	switch {
+	case aw != bw:
+		if aw {
+			return 1
+		}
+		return -1
+	case len(a) != len(b):
+		return len(b) - len(a)
+	}
+	return strings.Compare(a, b)
 }
