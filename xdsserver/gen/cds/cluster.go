@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/eds"
@@ -95,6 +96,8 @@ func dnsAssignment(v *scope.View, svc *model.Service, p model.Port, labels map[s
 		cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
 			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: gen.SocketAddress(svc.Hostname, p.Number)}},
 		}}}}
+		// Its workload is the ServiceEntry, as istiod names it.
+		eds.AddWorkloadMetadata(cla.Endpoints[0].LbEndpoints[0], &model.Endpoint{Workload: config.Key{Name: svc.Source.Name, Namespace: svc.Namespace}})
 	}
 	if single {
 		first := cla.Endpoints[0]

@@ -69,7 +69,18 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 			if !inboundDone {
 				inbound, inboundDone = scope.Inbound(v.Push, v.Proxy), true
 			}
-			inboundMetadata(c, k.Port, inbound)
+			if svc := inboundMetadata(c, k.Port, inbound); svc != nil {
+				// A DestinationRule with a traffic policy shapes the inbound
+				// cluster too: istiod names it.
+				if dr := v.DestinationRule(svc); dr.GetTrafficPolicy() != nil {
+					if drMeta == nil {
+						drMeta = destinationRuleMeta(v)
+					}
+					if m, ok := drMeta[dr]; ok {
+						istioMetadata(c).Fields["config"] = structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + m.Namespace + "/destination-rule/" + m.Name)
+					}
+				}
+			}
 			continue
 		}
 		c.Filters = append(c.Filters, tcpClusterMX)
@@ -79,7 +90,7 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 		}
 		im := istioMetadata(c)
 		im.Fields["services"] = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{serviceMetadata(svc)}})
-		if svc.MeshExternal {
+		if svc.MeshExternal && k.Subset == "" { // istiod marks the service's own cluster only
 			im.Fields["external"] = structpb.NewBoolValue(true)
 		}
 		if dr := v.DestinationRule(svc); dr != nil {
@@ -100,29 +111,33 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 }
 
 // inboundMetadata lists the services the proxy serves on an inbound
-// cluster's port (each host once), unless the first is mesh-external.
-func inboundMetadata(c *clusterv3.Cluster, port uint32, inst []scope.Instance) {
+// cluster's port (each host once), unless the first is mesh-external;
+// it returns the first (nil: none).
+func inboundMetadata(c *clusterv3.Cluster, port uint32, inst []scope.Instance) *model.Service {
 	var vals []*structpb.Value
 	seen := map[string]bool{}
-	first := true
+	var first *model.Service
 	for _, in := range inst {
 		if in.TargetPort != port || in.Service == nil {
 			continue
 		}
-		if first && in.Service.MeshExternal {
-			return
+		if first == nil {
+			if in.Service.MeshExternal {
+				return nil
+			}
+			first = in.Service
 		}
-		first = false
 		if seen[in.Service.Hostname] {
 			continue
 		}
 		seen[in.Service.Hostname] = true
 		vals = append(vals, serviceMetadata(in.Service))
 	}
-	if first {
-		return
+	if first == nil {
+		return nil
 	}
 	istioMetadata(c).Fields["services"] = structpb.NewListValue(&structpb.ListValue{Values: vals})
+	return first
 }
 
 // serviceMetadata is istiod's {host, name, namespace} of a service: the

@@ -197,7 +197,7 @@ func lbEndpoint(ep *model.Endpoint, tlsMode string) *endpointv3.LbEndpoint {
 			"envoy.transport_socket_match": {Fields: map[string]*structpb.Value{"tlsMode": structpb.NewStringValue(mode)}},
 		}}
 	}
-	addWorkloadMetadata(lb, ep) // telemetry.go
+	AddWorkloadMetadata(lb, ep) // telemetry.go
 	return lb
 }
 

@@ -15,13 +15,13 @@ import (
 // such cluster.
 const defaultClusterID = "Kubernetes"
 
-// addWorkloadMetadata adds the endpoint's workload in istiod's compressed
+// AddWorkloadMetadata adds the endpoint's workload in istiod's compressed
 // form, filter_metadata.istio.workload
 // "WORKLOAD;NAMESPACE;CANONICAL_SERVICE;CANONICAL_REVISION;CLUSTER": a
 // client's istio-proxy labels metrics with it when the server sends no
 // peer metadata (no sidecar there, or the request never reached it).
 // Other clients ignore filter_metadata they do not read.
-func addWorkloadMetadata(lb *endpointv3.LbEndpoint, ep *model.Endpoint) {
+func AddWorkloadMetadata(lb *endpointv3.LbEndpoint, ep *model.Endpoint) {
 	name := ep.Workload.Name
 	if n, ok := ep.Labels["service.istio.io/workload-name"]; ok {
 		name = n

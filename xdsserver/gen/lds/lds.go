@@ -42,6 +42,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 		ls = append(ls, virtualOutbound(v), virtualInbound(v))
 		ls = append(ls, outboundListeners(v)...)
 	}
+	tcpTelemetry(v, ls) // stats.go
 	return filter(ls, in.Names), nil
 }
 

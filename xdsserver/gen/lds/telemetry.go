@@ -122,7 +122,7 @@ func withTelemetry(o hcmOpts, v *scope.View) hcmOpts {
 	if tr := cfg.Tracing; tr != nil && !tr.Disabled && t.tracing != nil && !tr.UseRequestIDForTraceSampling {
 		t.requestID = uuidNoIDSampling
 	}
-	t.stats = statsFilters(cfg, o.class)
+	t.stats = statsFilters(cfg, o.class) // stats.go
 	t.accessLog = accessLogsOf(cfg)
 	key := t.key()
 	if old, ok := telemetryMemo.LoadOrStore(key, t); ok {

@@ -43,15 +43,12 @@ func tracingOf(cfg *telemetry.Config, v *scope.View) *hcmv3.HttpConnectionManage
 		return t
 	}
 	spec := cfg.Tracing
-	if spec.Disabled {
+	if spec.Disabled { // also: no provider resolved
 		return nil
 	}
-	t := &hcmv3.HttpConnectionManager_Tracing{}
-	if spec.Provider != nil {
-		var ok bool
-		if t, ok = tracerOf(spec.Provider, v); !ok {
-			return nil // istiod configures no tracing when the provider's cluster is unknown
-		}
+	t, ok := tracerOf(spec.Provider, v)
+	if !ok {
+		return nil // istiod configures no tracing when the provider's cluster is unknown
 	}
 	s := legacySampling(pc)
 	if spec.Sampling != nil {

@@ -1,35 +1,50 @@
 package telemetry
 
 import (
+	"sort"
+
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	telemetryv1 "istio.io/api/telemetry/v1alpha1"
 )
 
 // resolveTracing merges the levels' tracing for mode, as istiod's
-// Telemetries.Tracing: the mesh's default tracing providers, then each
-// level's first matching entry overriding what it sets (providers,
-// randomSamplingPercentage, disableSpanReporting, useRequestIdForTraceSampling,
-// enableIstioTags; custom tags merged by name). nil when nothing sets
-// tracing: the mesh config's legacy tracing applies.
+// Telemetries.Tracing: the mesh's first default tracing provider, then
+// each level's entries for mode, in order, overriding what they set: the
+// first named provider, disableSpanReporting, customTags (the whole set),
+// randomSamplingPercentage, useRequestIdForTraceSampling,
+// enableIstioTags. With no provider found, tracing is off. nil when no
+// Telemetry has tracing and the mesh no default provider: the mesh
+// config's legacy tracing applies.
 func resolveTracing(m *meshv1alpha1.MeshConfig, levels []*telemetryv1.Telemetry, mode telemetryv1.WorkloadMode) *Tracing {
-	providers := m.GetDefaultProviders().GetTracing()
-	set := len(providers) > 0
-	t := &Tracing{UseRequestIDForTraceSampling: true, EnableIstioTags: true, CustomTags: map[string]*telemetryv1.Tracing_CustomTag{}}
+	defaults := m.GetDefaultProviders().GetTracing()
+	any := len(defaults) > 0
+	for _, l := range levels {
+		any = any || len(l.GetTracing()) > 0
+	}
+	if !any {
+		return nil
+	}
+	t := &Tracing{UseRequestIDForTraceSampling: true, EnableIstioTags: true}
+	if len(defaults) > 0 {
+		t.Provider = Provider(m, defaults[0])
+	}
 	for _, l := range levels {
 		for _, tr := range l.GetTracing() {
 			if !matches(tr.GetMatch(), mode) {
 				continue
 			}
-			set = true
-			if len(tr.GetProviders()) > 0 {
-				providers = providerRefs(tr.GetProviders())
+			if names := providerRefs(tr.GetProviders()); len(names) > 0 {
+				t.Provider = Provider(m, names[0])
+			}
+			if d := tr.GetDisableSpanReporting(); d != nil {
+				t.Disabled = d.GetValue()
+			}
+			if tr.GetCustomTags() != nil {
+				t.CustomTags = tr.GetCustomTags()
 			}
 			if p := tr.GetRandomSamplingPercentage(); p != nil {
 				v := p.GetValue()
 				t.Sampling = &v
-			}
-			if d := tr.GetDisableSpanReporting(); d != nil {
-				t.Disabled = d.GetValue()
 			}
 			if u := tr.GetUseRequestIdForTraceSampling(); u != nil {
 				t.UseRequestIDForTraceSampling = u.GetValue()
@@ -37,99 +52,102 @@ func resolveTracing(m *meshv1alpha1.MeshConfig, levels []*telemetryv1.Telemetry,
 			if e := tr.GetEnableIstioTags(); e != nil {
 				t.EnableIstioTags = e.GetValue()
 			}
-			for k, v := range tr.GetCustomTags() {
-				t.CustomTags[k] = v
-			}
 		}
 	}
-	if !set {
-		return nil
-	}
-	// One tracer per proxy: the first provider the mesh defines.
-	for _, name := range providers {
-		if p := Provider(m, name); p != nil {
-			t.Provider = p
-			break
-		}
+	if t.Provider == nil {
+		t.Disabled = true
 	}
 	return t
 }
 
 // resolveLogging merges the levels' access logging for mode, as istiod's
-// Telemetries.AccessLogging: the mesh's default access log providers,
-// then per level the matching entries: providers replace the set,
-// disabled turns every provider of the set off (or on again), the filter
-// applies to the set. nil when nothing sets access logging: the mesh
-// config's accessLogFile applies.
+// mergeLogs: the providers in scope are those the most specific entry
+// for mode names (else the mesh's default access log providers); each
+// entry for mode, in order, sets its providers (or its parent's) on or
+// off; a provider's filter is the one of the last entry naming it (an
+// entry naming no provider sets no filter, as istiod). nil when nothing
+// resolves: the mesh config's accessLogFile applies; empty when every
+// provider is off.
 func resolveLogging(m *meshv1alpha1.MeshConfig, levels []*telemetryv1.Telemetry, mode telemetryv1.WorkloadMode) []AccessLog {
-	providers := m.GetDefaultProviders().GetAccessLogging()
-	set := len(providers) > 0
-	disabled := false
-	filter := map[string]string{}
+	defaults := m.GetDefaultProviders().GetAccessLogging()
+	var lvls [][]*telemetryv1.AccessLogging
 	for _, l := range levels {
-		for _, al := range l.GetAccessLogging() {
-			if !matches(al.GetMatch(), mode) {
-				continue
-			}
-			set = true
-			names := providers
-			if len(al.GetProviders()) > 0 {
-				names = providerRefs(al.GetProviders())
-				providers = names
-			}
-			if d := al.GetDisabled(); d != nil {
-				disabled = d.GetValue()
-			}
-			if f := al.GetFilter(); f != nil {
-				for _, n := range names {
-					filter[n] = f.GetExpression()
-				}
-			}
+		if len(l.GetAccessLogging()) > 0 {
+			lvls = append(lvls, l.GetAccessLogging())
 		}
 	}
-	if !set {
-		return nil
+	type spec struct {
+		filter   string
+		disabled bool
 	}
-	out := []AccessLog{}
-	if disabled {
-		return out
-	}
-	for _, n := range providers {
-		if p := Provider(m, n); p != nil {
-			out = append(out, AccessLog{Provider: p, Filter: filter[n]})
+	result := map[string]spec{}
+	if len(lvls) == 0 {
+		if len(defaults) == 0 {
+			return nil
 		}
-	}
-	return out
-}
-
-// resolveMetrics merges the levels' metrics for mode, as istiod's
-// Telemetries metrics: the mesh's default metrics providers, then per
-// level providers replace the set and overrides add up (a later level's
-// override of the same metric and mode wins, as it comes later).
-func resolveMetrics(m *meshv1alpha1.MeshConfig, levels []*telemetryv1.Telemetry, mode telemetryv1.WorkloadMode) []Metrics {
-	providers := m.GetDefaultProviders().GetMetrics()
-	var overrides []*telemetryv1.MetricsOverrides
-	var interval float64
-	for _, l := range levels {
-		for _, mt := range l.GetMetrics() {
-			if len(mt.GetProviders()) > 0 {
-				providers = providerRefs(mt.GetProviders())
-			}
-			for _, o := range mt.GetOverrides() {
-				if o.GetMatch() != nil && o.GetMatch().GetMode() != telemetryv1.WorkloadMode_CLIENT_AND_SERVER && o.GetMatch().GetMode() != mode {
+		for _, d := range defaults {
+			result[d] = spec{}
+		}
+	} else {
+		names := defaults
+		filters := map[string]string{}
+		for _, lv := range lvls {
+			var set []string
+			for _, al := range lv {
+				if !matches(al.GetMatch(), mode) {
 					continue
 				}
-				overrides = append(overrides, o)
+				for _, p := range providerRefs(al.GetProviders()) {
+					set = append(set, p)
+					filters[p] = al.GetFilter().GetExpression()
+				}
 			}
-			if ri := mt.GetReportingInterval(); ri != nil {
-				interval = ri.AsDuration().Seconds()
+			if len(set) > 0 {
+				names = set
+			}
+		}
+		inScope := map[string]bool{}
+		for _, n := range names {
+			inScope[n] = true
+		}
+		parent := defaults
+		for _, lv := range lvls {
+			for _, al := range lv {
+				pn := providerRefs(al.GetProviders())
+				if len(pn) == 0 {
+					pn = parent
+				}
+				parent = pn
+				if !matches(al.GetMatch(), mode) {
+					continue
+				}
+				for _, p := range pn {
+					if !inScope[p] {
+						continue
+					}
+					if al.GetDisabled().GetValue() {
+						result[p] = spec{disabled: true}
+					} else {
+						result[p] = spec{filter: filters[p]}
+					}
+				}
 			}
 		}
 	}
-	var out []Metrics
-	for _, n := range providers {
-		if p := Provider(m, n); p != nil {
-			out = append(out, Metrics{Provider: p, Overrides: overrides, ReportingSeconds: interval})
+	var provs []string
+	for p := range result {
+		if Provider(m, p) != nil {
+			provs = append(provs, p)
+		}
+	}
+	if len(provs) == 0 {
+		return nil
+	}
+	sort.Strings(provs)
+	out := []AccessLog{}
+	for _, p := range provs {
+		if sp := result[p]; !sp.disabled {
+			out = append(out, AccessLog{Provider: Provider(m, p), Filter: sp.filter})
 		}
 	}
 	return out

@@ -49,9 +49,11 @@ type Config struct {
 	// config's accessLogFile decides (legacy). Otherwise the providers to
 	// log to (empty: none).
 	Logging []AccessLog
-	// Metrics are the metrics providers with their overrides (empty: no
-	// stats filter).
+	// Metrics are the metrics providers with their overrides for Mode
+	// (empty: no stats filter).
 	Metrics []Metrics
+	// Mode is the side the metrics are for (CLIENT or SERVER).
+	Mode telemetryv1.WorkloadMode
 }
 
 // Tracing is the tracing a Telemetry resolves to.
@@ -78,14 +80,6 @@ type AccessLog struct {
 	Filter string
 }
 
-// Metrics is one metrics provider with its overrides.
-type Metrics struct {
-	Provider  *meshv1alpha1.MeshConfig_ExtensionProvider
-	Overrides []*telemetryv1.MetricsOverrides
-	// ReportingInterval is the Telemetry's reportingInterval.
-	ReportingSeconds float64
-}
-
 // For resolves the telemetry of p on class's side from the snapshot.
 func For(pc *push.PushContext, p *gen.Proxy, class Class) *Config {
 	out := &Config{Mesh: pc.Mesh}
@@ -97,6 +91,7 @@ func For(pc *push.PushContext, p *gen.Proxy, class Class) *Config {
 	out.Tracing = resolveTracing(pc.Mesh, levels, mode)
 	out.Logging = resolveLogging(pc.Mesh, levels, mode)
 	out.Metrics = resolveMetrics(pc.Mesh, levels, mode)
+	out.Mode = mode
 	return out
 }
 
