@@ -22,6 +22,7 @@ import (
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/sources/mcp"
 	"github.com/baremesh/baremesh/xdsserver/ads"
+	"github.com/baremesh/baremesh/xdsserver/gen/telemetry"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -118,6 +119,8 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	out.Model = d.registry.Problems()
 	// EnvoyFilter patches that could not be applied (skipped; #29).
 	out.Model = append(out.Model, d.xds.Builder().EnvoyFilterProblems()...)
+	// Telemetry resources naming providers the mesh lacks, or two at one level (#27).
+	out.Model = append(out.Model, telemetry.Problems(d.pipeline.Current())...)
 	if k := d.kube.Load(); k != nil {
 		out.Clusters = k.Status()
 	}
