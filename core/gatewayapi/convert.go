@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -58,6 +59,8 @@ type Input struct {
 	// Domain is the cluster domain of Service hostnames ("cluster.local"
 	// when empty).
 	Domain string
+	// Cache is the previous conversion's Output.Cache (nil: none).
+	Cache *Cache
 }
 
 // Output is a conversion's result. Configs are sorted by namespace and
@@ -67,6 +70,8 @@ type Output struct {
 	VirtualServices []config.Config
 	// Status of every Gateway API object, by key.
 	Status map[config.Key]*Status
+	// Cache is for the next conversion's Input.
+	Cache *Cache
 }
 
 // InternalGatewayName is the name of the Gateway a listener becomes.
@@ -76,7 +81,7 @@ func InternalGatewayName(gateway, listener string) string {
 
 // Convert converts in.
 func Convert(in Input) *Output {
-	c := &converter{in: in, out: &Output{Status: map[config.Key]*Status{}}, domain: cmp.Or(in.Domain, "cluster.local")}
+	c := &converter{in: in, out: &Output{Status: map[config.Key]*Status{}, Cache: &Cache{specs: map[*structpb.Struct]any{}}}, domain: cmp.Or(in.Domain, "cluster.local")}
 	c.indexGrants()
 	c.classes()
 	c.gateways()
@@ -131,9 +136,9 @@ func (c *converter) classes() {
 	c.classOK = map[string]bool{ClassIstio: true}
 	for i := range c.in.Classes {
 		cl := &c.in.Classes[i]
-		var s gwapi.GatewayClassSpec
 		st := c.status(cl)
-		if err := config.DecodeSpec(cl, &s); err != nil {
+		s, err := decode[gwapi.GatewayClassSpec](c, cl)
+		if err != nil {
 			st.set("", condition{Type: "Accepted", Status: false, Reason: "InvalidParameters", Message: err.Error()})
 			continue
 		}
@@ -162,8 +167,8 @@ func (c *converter) gateways() {
 	c.listeners = map[string][]*listener{}
 	for i := range c.in.Gateways {
 		gw := &c.in.Gateways[i]
-		var s gwapi.GatewaySpec
-		if err := config.DecodeSpec(gw, &s); err != nil {
+		s, err := decode[gwapi.GatewaySpec](c, gw)
+		if err != nil {
 			c.status(gw).set("", condition{Type: "Accepted", Status: false, Reason: "Invalid", Message: err.Error()})
 			continue
 		}

@@ -16,14 +16,14 @@ func (c *converter) l4Routes(kind config.Kind, routes []config.Config) {
 		var hostnames []string
 		var rules []gwapi.L4Rule
 		if kind == config.TCPRoute {
-			var s gwapi.TCPRouteSpec
-			if config.DecodeSpec(r, &s) != nil {
+			s, err := decode[gwapi.TCPRouteSpec](c, r)
+			if err != nil {
 				continue
 			}
 			common, rules = s.CommonRouteSpec, s.Rules
 		} else {
-			var s gwapi.TLSRouteSpec
-			if config.DecodeSpec(r, &s) != nil {
+			s, err := decode[gwapi.TLSRouteSpec](c, r)
+			if err != nil {
 				continue
 			}
 			common, rules, hostnames = s.CommonRouteSpec, s.Rules, s.Hostnames

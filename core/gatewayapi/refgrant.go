@@ -1,7 +1,6 @@
 package gatewayapi
 
 import (
-	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/config/gwapi"
 )
 
@@ -13,11 +12,11 @@ type grant struct {
 func (c *converter) indexGrants() {
 	for i := range c.in.Grants {
 		g := &c.in.Grants[i]
-		var s gwapi.ReferenceGrantSpec
-		if config.DecodeSpec(g, &s) != nil {
+		s, err := decode[gwapi.ReferenceGrantSpec](c, g)
+		if err != nil {
 			continue
 		}
-		c.grants = append(c.grants, grant{toNS: g.Namespace, spec: s})
+		c.grants = append(c.grants, grant{toNS: g.Namespace, spec: *s})
 	}
 }
 

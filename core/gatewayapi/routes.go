@@ -32,15 +32,15 @@ func (c *converter) httpRoutes(kind config.Kind, routes []config.Config) {
 		var hostnames []string
 		var convert func(mesh bool) ([]*networking.HTTPRoute, *routeError)
 		if kind == config.HTTPRoute {
-			var s gwapi.HTTPRouteSpec
-			if err := config.DecodeSpec(r, &s); err != nil {
+			s, err := decode[gwapi.HTTPRouteSpec](c, r)
+			if err != nil {
 				continue
 			}
 			parents, hostnames = s.ParentRefs, s.Hostnames
 			convert = func(mesh bool) ([]*networking.HTTPRoute, *routeError) { return c.convertHTTP(r, s, mesh) }
 		} else {
-			var s gwapi.GRPCRouteSpec
-			if err := config.DecodeSpec(r, &s); err != nil {
+			s, err := decode[gwapi.GRPCRouteSpec](c, r)
+			if err != nil {
 				continue
 			}
 			parents, hostnames = s.ParentRefs, s.Hostnames
@@ -125,7 +125,7 @@ func ruleName(name *string, r *config.Config, n int) string {
 	return r.Namespace + "." + r.Name + "." + strconv.Itoa(n)
 }
 
-func (c *converter) convertHTTP(r *config.Config, s gwapi.HTTPRouteSpec, mesh bool) ([]*networking.HTTPRoute, *routeError) {
+func (c *converter) convertHTTP(r *config.Config, s *gwapi.HTTPRouteSpec, mesh bool) ([]*networking.HTTPRoute, *routeError) {
 	var out []*networking.HTTPRoute
 	var backendErr *routeError
 	for n, rule := range s.Rules {
@@ -194,7 +194,7 @@ func (c *converter) convertHTTP(r *config.Config, s gwapi.HTTPRouteSpec, mesh bo
 	return out, backendErr
 }
 
-func (c *converter) convertGRPC(r *config.Config, s gwapi.GRPCRouteSpec, mesh bool) ([]*networking.HTTPRoute, *routeError) {
+func (c *converter) convertGRPC(r *config.Config, s *gwapi.GRPCRouteSpec, mesh bool) ([]*networking.HTTPRoute, *routeError) {
 	var out []*networking.HTTPRoute
 	var backendErr *routeError
 	for n, rule := range s.Rules {

@@ -45,7 +45,12 @@ func (pc *PushContext) convertGatewayAPI(prev *PushContext, changed *Changed) {
 	}
 	var out *gatewayapi.Output
 	if need {
+		var cache *gatewayapi.Cache
+		if prevState != nil {
+			cache = prevState.out.Cache
+		}
 		out = gatewayapi.Convert(gatewayapi.Input{
+			Cache:   cache,
 			Classes: pc.Configs(config.GatewayClass), Gateways: pc.Configs(config.KubernetesGateway),
 			HTTPRoutes: pc.Configs(config.HTTPRoute), GRPCRoutes: pc.Configs(config.GRPCRoute),
 			TCPRoutes: pc.Configs(config.TCPRoute), TLSRoutes: pc.Configs(config.TLSRoute),

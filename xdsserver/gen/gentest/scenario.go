@@ -136,7 +136,7 @@ func Decode(data []byte) ([]config.Config, error) {
 		}
 		api, _ := raw["apiVersion"].(string)
 		kind, _ := raw["kind"].(string)
-		if _, err := config.Lookup(api, kind); err != nil || !strings.Contains(api, "istio.io") {
+		if _, err := config.Lookup(api, kind); err != nil || !strings.Contains(api, "istio.io") && !strings.HasPrefix(api, config.GatewayAPIGroup+"/") {
 			continue
 		}
 		c, err := config.Typed(raw, config.Source{Name: "gentest", Line: node.Line})

@@ -21,17 +21,17 @@ func gatewaySemantics(c *config.Config) bool {
 // the Gateway API's meaning, as istiod: a path prefix matches whole
 // segments (path_separated_prefix), a backend that does not exist
 // answers 500, and a prefix rewritten to "/" drops the prefix and keeps
-// one slash. The routes and their matches are this build's own; an
-// action is shared by routes of equal actions, so one that must differ
-// per route is copied.
+// one slash. A route's match is this build's own (the shared matchAll
+// is "/", left alone). An action may be shared by the routes of equal
+// actions of this VirtualService, also with earlier builds of it: every
+// one of them wants the 500, and an action from an earlier build has it
+// already, so it is set only on one this build made, before anyone else
+// can read it. The rewrite depends on the route's prefix: that action is
+// copied.
 func applyGatewaySemantics(routes []*routev3.Route) {
 	for _, r := range routes {
-		prefix := ""
 		if p, ok := r.GetMatch().GetPathSpecifier().(*routev3.RouteMatch_Prefix); ok && p.Prefix != "/" {
-			prefix = strings.TrimSuffix(p.Prefix, "/")
-			m := proto.Clone(r.Match).(*routev3.RouteMatch)
-			m.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: prefix}
-			r.Match = m
+			r.Match.PathSpecifier = &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: strings.TrimSuffix(p.Prefix, "/")}
 		}
 		a := r.GetRoute()
 		if a == nil {
@@ -47,9 +47,7 @@ func applyGatewaySemantics(routes []*routev3.Route) {
 			r.Action = &routev3.Route_Route{Route: a}
 		}
 		if a.ClusterNotFoundResponseCode != routev3.RouteAction_INTERNAL_SERVER_ERROR {
-			a = proto.Clone(a).(*routev3.RouteAction)
 			a.ClusterNotFoundResponseCode = routev3.RouteAction_INTERNAL_SERVER_ERROR
-			r.Action = &routev3.Route_Route{Route: a}
 		}
 	}
 }
