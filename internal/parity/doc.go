@@ -37,16 +37,14 @@
 //
 //  1. Each resource becomes protojson with proto field names and every Any
 //     expanded through the global registry (types.go imports the Envoy
-//     extensions). An Any of a type go-control-plane lacks (Istio-only
-//     types such as istio.stats or peer metadata configs) is shown by its
-//     @type only; the report lists those URLs.
+//     extensions and the Istio-only configs istio.io/api ships: istio.stats,
+//     metadata exchange, istio.alpn; istiod's TypedStruct peer metadata
+//     configs are compared field by field). An Any of a type neither has is
+//     shown by its @type only; the report lists those URLs.
 //  2. The JSON becomes a tree, so field order in the encoding is gone.
-//  3. Removed on both sides, because they serve istio-proxy's own
-//     telemetry, not routing or policy: filters named istio.metadata_exchange,
-//     istio.stats*, istio.alpn, envoy.filters.http.grpc_stats, peer
-//     metadata filters (TelemetryFilters), and every access_log field
-//     (TelemetryFields). A filter list left empty by that is removed too,
-//     as if never set (protojson writes no empty lists of its own).
+//  3. (Nothing: istio-proxy's telemetry, its filters, access logs, tracing,
+//     stat names and filter_metadata.istio, is compared like the rest
+//     since #27.)
 //  4. An RBAC principal or permission that is an and/or set of exactly one
 //     element (and_ids, or_ids, and_rules, or_rules) is replaced by that
 //     element, recursively, and the elements of larger sets are sorted:

@@ -41,6 +41,11 @@ type istiod struct {
 	dyn                dynamic.Interface
 	// applied is every document in the API server, by kind/namespace/name.
 	applied map[string]applied
+
+	// mesh is the mesh config istiod was last given (setMesh), meshGen
+	// counts the changes.
+	mesh    string
+	meshGen int
 }
 
 // applied is a document in the API server and its resource version.
@@ -348,14 +353,17 @@ func kindOfOurs(kind string) bool {
 
 // baremeshd runs the daemon in-process over a directory holding the
 // scenario as one file, with Istio's default mesh config; stop ends it.
-func startBaremesh(t *testing.T, config []byte) (addr string, stop func()) {
+func startBaremesh(t *testing.T, config []byte, mesh ...string) (addr string, stop func()) {
 	t.Helper()
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "scenario.yaml"), config, 0o644))
+	if len(mesh) > 0 && mesh[0] != "" { // a scenario's mesh config (mesh_test.go)
+		must(t, os.WriteFile(filepath.Join(dir, "meshconfig.yaml"), []byte(mesh[0]), 0o644))
+	}
 	cfg := daemon.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")
+	cfg.MeshConfig = filepath.Join(dir, "meshconfig.yaml")
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CredentialsDir = filepath.Join(dir, "credentials")
 	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}

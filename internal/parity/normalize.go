@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -13,29 +12,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
-
-// TelemetryFilters are the filters istiod adds for istio-proxy's own
-// telemetry and peer metadata, which a plain Envoy or gRPC has no use for
-// (and baremesh does not send). Normalization removes them from both sides
-// wherever they appear in a filters or http_filters list.
-var TelemetryFilters = map[string]bool{
-	"istio.metadata_exchange":             true,
-	"istio.stats":                         true,
-	"envoy.filters.http.grpc_stats":       true,
-	"istio.alpn":                          true,
-	"istio.peer_metadata":                 true,
-	"envoy.filters.http.peer_metadata":    true,
-	"envoy.filters.network.peer_metadata": true,
-	"waypoint_downstream_peer_metadata":   true,
-	"waypoint_upstream_peer_metadata":     true,
-}
-
-// TelemetryFields are fields removed wherever they appear: access logs
-// (istiod's default file access log belongs to istio-proxy's
-// set-up; mesh config decides it, not the routing).
-var TelemetryFields = map[string]bool{
-	"access_log": true,
-}
 
 // resolver resolves Any type URLs from the global registry, and every type
 // it does not know (Istio-only types such as the stats or peer-metadata
@@ -93,7 +69,8 @@ type Tree = any
 
 // Tree returns m as a normalized tree: protojson with proto field names and
 // expanded Anys (the field order of the encoding does not matter to a
-// tree), then with TelemetryFilters and TelemetryFields removed.
+// tree). istio-proxy's telemetry (filters, access logs, tracing, stat
+// names, metadata) is compared like everything else (#27).
 func (n *Normalizer) Tree(m proto.Message) (Tree, error) {
 	b, err := protojson.MarshalOptions{UseProtoNames: true, Resolver: &n.res}.Marshal(m)
 	if err != nil {
@@ -103,7 +80,7 @@ func (n *Normalizer) Tree(m proto.Message) (Tree, error) {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("json: %w", err)
 	}
-	return unwrapSingles(strip(t)), nil
+	return unwrapSingles(t), nil
 }
 
 // canonical is t's JSON encoding (map keys sorted), an order for set
@@ -161,45 +138,3 @@ func unwrapSingles(t any) any {
 
 // UnknownTypes lists the Any type URLs whose bodies were not compared.
 func (n *Normalizer) UnknownTypes() []string { return n.res.Unknown() }
-
-// strip removes telemetry filters and fields, recursively.
-func strip(t any) any {
-	switch v := t.(type) {
-	case map[string]any:
-		for k, c := range v {
-			if TelemetryFields[k] {
-				delete(v, k)
-				continue
-			}
-			if k == "filters" || k == "http_filters" || k == "listener_filters" {
-				if l, ok := c.([]any); ok {
-					if c = dropTelemetry(l); len(c.([]any)) == 0 {
-						delete(v, k) // only telemetry: as if never set
-						continue
-					}
-				}
-			}
-			v[k] = strip(c)
-		}
-		return v
-	case []any:
-		for i, c := range v {
-			v[i] = strip(c)
-		}
-		return v
-	}
-	return t
-}
-
-func dropTelemetry(l []any) []any {
-	out := l[:0:0]
-	for _, e := range l {
-		if m, ok := e.(map[string]any); ok {
-			if n, _ := m["name"].(string); TelemetryFilters[n] || strings.HasPrefix(n, "istio.stats") {
-				continue
-			}
-		}
-		out = append(out, e)
-	}
-	return out
-}

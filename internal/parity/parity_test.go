@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -92,8 +93,12 @@ func runScenario(t *testing.T, ist *istiod, s *Scenario, proxies map[string]*Pro
 	must(t, err)
 	config, err := YAML(docs)
 	must(t, err)
+	mesh, err := s.MeshYAML()
+	must(t, err)
+	ist.setMesh(t, mesh)
 	ist.apply(t, docs)
-	ours, stop := startBaremesh(t, config)
+	ist.noStaleTelemetry(t)
+	ours, stop := startBaremesh(t, config, mesh)
 	defer stop()
 
 	names := append(append([]string(nil), DefaultProxies...), s.Proxies...)
@@ -145,9 +150,15 @@ func runScenario(t *testing.T, ist *istiod, s *Scenario, proxies map[string]*Pro
 		must(t, err)
 		tb, err := trees(norm, out[i].ours)
 		must(t, err)
+		if d := os.Getenv("PARITY_DUMP"); d != "" {
+			dir := filepath.Join(d, strings.ReplaceAll(s.Name, "/", "_"), p.Name)
+			must(t, norm.Dump(dir, "istiod", out[i].istiod))
+			must(t, norm.Dump(dir, "ours", out[i].ours))
+		}
 		diffs, compared, equal := DiffResources(ta, tb)
 		results = append(results, scenarioResult{&Result{Scenario: s.Name, Proxy: p.Name, Kind: p.Kind,
-			IstiodCount: typeCounts(out[i].istiod), OursCount: typeCounts(out[i].ours), Compared: compared, Equal: equal}, diffs})
+			IstiodCount: typeCounts(out[i].istiod), OursCount: typeCounts(out[i].ours), Compared: compared, Equal: equal,
+			IstiodBytes: out[i].istiod.Bytes(), OursBytes: out[i].ours.Bytes()}, diffs})
 	}
 	return results
 }

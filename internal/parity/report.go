@@ -13,6 +13,8 @@ type Result struct {
 	Scenario, Proxy, Kind string
 	// Resources per type on each side.
 	IstiodCount, OursCount map[string]int
+	// Encoded bytes per type on each side.
+	IstiodBytes, OursBytes map[string]int
 	// Compared is the union of resource names; Equal those without a
 	// difference.
 	Compared, Equal int
@@ -76,10 +78,10 @@ func (rep *Report) Summary() string {
 // (at most limit of each per result; 0: all).
 func (rep *Report) Write(w io.Writer, limit int) {
 	fmt.Fprintln(w, rep.Summary())
-	fmt.Fprintf(w, "\n%-28s %-16s %22s %22s %8s %6s %6s %5s %5s\n", "scenario", "proxy", "istiod L/R/C/E", "ours L/R/C/E", "compared", "equal", "delib", "open", "unexp")
+	fmt.Fprintf(w, "\n%-28s %-16s %22s %22s %8s %6s %6s %5s %5s %12s %12s\n", "scenario", "proxy", "istiod L/R/C/E", "ours L/R/C/E", "compared", "equal", "delib", "open", "unexp", "LDS B istiod", "LDS B ours")
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "%-28s %-16s %22s %22s %8d %6d %6d %5d %5d\n", r.Scenario, r.Proxy, counts(r.IstiodCount), counts(r.OursCount),
-			r.Compared, r.Equal, len(r.Deliberate), len(r.Open), len(r.Unexplained))
+		fmt.Fprintf(w, "%-28s %-16s %22s %22s %8d %6d %6d %5d %5d %12d %12d\n", r.Scenario, r.Proxy, counts(r.IstiodCount), counts(r.OursCount),
+			r.Compared, r.Equal, len(r.Deliberate), len(r.Open), len(r.Unexplained), r.IstiodBytes[LDS], r.OursBytes[LDS])
 	}
 	hits := map[string]int{}
 	for _, r := range rep.Results {

@@ -26,6 +26,9 @@ type Scenario struct {
 	// Trim, when the run is short, keeps the first Trim documents of
 	// each kind (0 keeps all).
 	Trim int `json:"trim,omitempty"`
+	// Mesh is a mesh config file (relative to the package directory) both
+	// control planes get over Istio's defaults; none: the defaults.
+	Mesh string `json:"mesh,omitempty"`
 }
 
 // LoadScenarios reads the scenario list.

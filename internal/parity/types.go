@@ -73,3 +73,11 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/tcp/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/wasm/v3"
 )
+
+// Istio-only types istio-proxy loads (telemetry and ALPN filters), whose Go
+// types istio.io/api ships.
+import (
+	_ "istio.io/api/envoy/config/filter/http/alpn/v2alpha1"
+	_ "istio.io/api/envoy/config/filter/network/metadata_exchange"
+	_ "istio.io/api/envoy/extensions/stats"
+)
