@@ -90,6 +90,7 @@ var analyzers = []analyzer{
 	{"sidecar.conflicts", sidecarConflicts},
 	{"gateway.virtualservices", gatewaysWithoutVS},
 	{"serviceentry.portnames", portNames},
+	{"gatewayapi", gatewayAPI},
 }
 
 // Analyze returns every message about cfgs, sorted by file, line and code.
