@@ -19,7 +19,6 @@
 package authz
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -172,7 +171,7 @@ func (p Policies) NetworkFilters() []*listenerv3.Filter {
 	var out []*listenerv3.Filter
 	for _, r := range p.RBACs(true) {
 		out = append(out, &listenerv3.Filter{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{
-			TypedConfig: gen.MustAny(&rbacnetv3.RBAC{Rules: r, StatPrefix: fmt.Sprintf("tcp.%s.", actionName(r.Action))}),
+			TypedConfig: gen.MustAny(&rbacnetv3.RBAC{Rules: r, StatPrefix: "tcp."}),
 		}})
 	}
 	return out

@@ -95,7 +95,7 @@ func TestDenySafe(t *testing.T) {
 		`{"metadata":{"filter":"envoy.filters.http.jwt_authn","path":[{"key":"payload"},{"key":"sub"}],"value":{"stringMatch":{"exact":"sub"}}}}]}}]}` {
 		t.Errorf("HTTP requestPrincipals rule = %s", got)
 	}
-	if got := js(t, http[0].Policies["ns[ns]-policy[deny]-rule[0]"]); got != `{"permissions":[{"andRules":{"rules":[{"destinationPort":8080},{"header":{"name":":method","stringMatch":{"exact":"DELETE"}}}]}}],"principals":[{"andIds":{"ids":[{"any":true},{"header":{"name":"x-a","stringMatch":{"exact":"1"}}}]}}]}` {
+	if got := js(t, http[0].Policies["ns[ns]-policy[deny]-rule[0]"]); got != `{"permissions":[{"andRules":{"rules":[{"destinationPort":8080},{"header":{"name":":method","stringMatch":{"exact":"DELETE"}}}]}}],"principals":[{"header":{"name":"x-a","stringMatch":{"exact":"1"}}}]}` {
 		t.Errorf("HTTP DENY rule = %s", got)
 	}
 	if _, ok := http[1].Policies["ns[ns]-policy[allow]-rule[0]"]; !ok {

@@ -75,9 +75,10 @@ func claimID(claim string, m *matcherv3.StringMatcher) *rbacv3.Principal {
 }
 
 // claimsID matches the claim at path against values (any of them) and
-// none of nots; a claim may be a string or a list of strings (one of
-// which matches), as istiod's extended JWT matcher.
-func claimsID(path []string, vals, nots []string) *rbacv3.Principal {
+// none of nots (the parts to be AND-ed); a claim may be a string or a
+// list of strings (one of which matches), as istiod's extended JWT
+// matcher.
+func claimsID(path []string, vals, nots []string) []*rbacv3.Principal {
 	var and []*rbacv3.Principal
 	if len(vals) > 0 {
 		and = append(and, claimValuesID(path, vals))
@@ -85,7 +86,7 @@ func claimsID(path []string, vals, nots []string) *rbacv3.Principal {
 	if len(nots) > 0 {
 		and = append(and, &rbacv3.Principal{Identifier: &rbacv3.Principal_NotId{NotId: claimValuesID(path, nots)}})
 	}
-	return andID(and)
+	return and
 }
 
 func claimValuesID(path []string, vals []string) *rbacv3.Principal {

@@ -22,28 +22,15 @@ type builder struct {
 	td    string // trust domain, for serviceAccounts
 }
 
-// rule is Istio's translation of a rule: permissions are the OR of its
-// "to" operations AND-ed with the destination conditions, principals
-// the OR of its "from" sources AND-ed with the source conditions. ok is
-// false when the rule must be dropped (an ALLOW rule with a part that
-// cannot apply); a DENY rule loses such parts instead, matching more.
+// rule is Istio's translation of a rule, in istiod's shape: one
+// permission per "to" (Envoy ORs them), the AND of its operation's
+// fields and the destination conditions; one principal per "from", the
+// AND of its source's fields and the source conditions. ok is false
+// when the rule must be dropped (an ALLOW rule with a part that cannot
+// apply); a DENY rule loses such parts instead, matching more.
 func (b builder) rule(r *security.Rule) (*rbacv3.Policy, bool) {
-	var perms, conds []*rbacv3.Permission
-	var ids, idConds []*rbacv3.Principal
-	for _, to := range r.GetTo() {
-		p, ok := b.operation(to.GetOperation())
-		if !ok {
-			return nil, false
-		}
-		perms = append(perms, p)
-	}
-	for _, from := range r.GetFrom() {
-		id, ok := b.source(from.GetSource())
-		if !ok {
-			return nil, false
-		}
-		ids = append(ids, id)
-	}
+	var permConds []*rbacv3.Permission
+	var idConds []*rbacv3.Principal
 	for _, c := range r.GetWhen() {
 		p, id, ok := b.condition(c)
 		if !ok {
@@ -52,34 +39,52 @@ func (b builder) rule(r *security.Rule) (*rbacv3.Policy, bool) {
 			}
 			continue
 		}
-		if p != nil {
-			conds = append(conds, p)
+		permConds = append(permConds, p...)
+		idConds = append(idConds, id...)
+	}
+	var perms []*rbacv3.Permission
+	for _, to := range r.GetTo() {
+		and, ok := b.operation(to.GetOperation())
+		if !ok {
+			return nil, false
 		}
-		if id != nil {
-			idConds = append(idConds, id)
+		perms = append(perms, andPermOrAny(append(and, permConds...)))
+	}
+	if len(r.GetTo()) == 0 {
+		perms = []*rbacv3.Permission{andPermOrAny(permConds)}
+	}
+	var ids []*rbacv3.Principal
+	for _, from := range r.GetFrom() {
+		and, ok := b.source(from.GetSource())
+		if !ok {
+			return nil, false
 		}
+		ids = append(ids, andIDOrAny(append(and, idConds...)))
 	}
-	perm := anyPerm()
-	if len(perms) > 0 {
-		perm = orPerm(perms)
+	if len(r.GetFrom()) == 0 {
+		ids = []*rbacv3.Principal{andIDOrAny(idConds)}
 	}
-	id := anyID()
-	if len(ids) > 0 {
-		id = orID(ids)
-	}
-	if len(conds) > 0 {
-		perm = andPerm(append([]*rbacv3.Permission{perm}, conds...))
-	}
-	if len(idConds) > 0 {
-		id = andID(append([]*rbacv3.Principal{id}, idConds...))
-	}
-	return &rbacv3.Policy{Permissions: []*rbacv3.Permission{perm}, Principals: []*rbacv3.Principal{id}}, true
+	return &rbacv3.Policy{Permissions: perms, Principals: ids}, true
 }
 
-// operation is the AND of an operation's fields. HTTP-only fields on a
-// TCP port: an ALLOW rule is dropped (ok false), a DENY rule ignores
-// them.
-func (b builder) operation(op *security.Operation) (*rbacv3.Permission, bool) {
+func andPermOrAny(and []*rbacv3.Permission) *rbacv3.Permission {
+	if len(and) == 0 {
+		return anyPerm()
+	}
+	return andPerm(and)
+}
+
+func andIDOrAny(and []*rbacv3.Principal) *rbacv3.Principal {
+	if len(and) == 0 {
+		return anyID()
+	}
+	return andID(and)
+}
+
+// operation is the list of an operation's fields, to be AND-ed.
+// HTTP-only fields on a TCP port: an ALLOW rule is dropped (ok false), a
+// DENY rule ignores them.
+func (b builder) operation(op *security.Operation) ([]*rbacv3.Permission, bool) {
 	var and []*rbacv3.Permission
 	add := func(vals, nots []string, one func(string) *rbacv3.Permission, httpOnly bool) bool {
 		if len(vals)+len(nots) == 0 {
@@ -102,16 +107,13 @@ func (b builder) operation(op *security.Operation) (*rbacv3.Permission, bool) {
 		!add(op.GetPaths(), op.GetNotPaths(), pathPerm, true) {
 		return nil, false
 	}
-	if len(and) == 0 {
-		return anyPerm(), true
-	}
-	return andPerm(and), true
+	return and, true
 }
 
-// source is the AND of a source's fields. requestPrincipals (JWT) are
-// HTTP-only: on a TCP port an ALLOW rule is dropped (ok false), a DENY
-// rule leaves them out (the rule denies more).
-func (b builder) source(s *security.Source) (*rbacv3.Principal, bool) {
+// source is the list of a source's fields, to be AND-ed.
+// requestPrincipals (JWT) are HTTP-only: on a TCP port an ALLOW rule is
+// dropped (ok false), a DENY rule leaves them out (it denies more).
+func (b builder) source(s *security.Source) ([]*rbacv3.Principal, bool) {
 	var and []*rbacv3.Principal
 	add := func(vals, nots []string, one func(string) *rbacv3.Principal) {
 		if len(vals) > 0 {
@@ -136,18 +138,15 @@ func (b builder) source(s *security.Source) (*rbacv3.Principal, bool) {
 	add(s.GetTrustDomains(), s.GetNotTrustDomains(), trustDomainID)
 	add(s.GetIpBlocks(), s.GetNotIpBlocks(), directIPID)
 	add(s.GetRemoteIpBlocks(), s.GetNotRemoteIpBlocks(), remoteIPID)
-	if len(and) == 0 {
-		return anyID(), true
-	}
-	return andID(and), true
+	return and, true
 }
 
 // condition translates a when condition into a permission (destination
 // keys) or a principal (source keys); ok false when it cannot apply
 // here (HTTP keys on a TCP port, JWT and experimental keys).
-func (b builder) condition(c *security.Condition) (*rbacv3.Permission, *rbacv3.Principal, bool) {
+func (b builder) condition(c *security.Condition) ([]*rbacv3.Permission, []*rbacv3.Principal, bool) {
 	key := c.GetKey()
-	idOf := func(one func(string) *rbacv3.Principal) *rbacv3.Principal {
+	idOf := func(one func(string) *rbacv3.Principal) []*rbacv3.Principal {
 		var and []*rbacv3.Principal
 		if len(c.GetValues()) > 0 {
 			and = append(and, orID(mapID(c.GetValues(), one)))
@@ -155,9 +154,9 @@ func (b builder) condition(c *security.Condition) (*rbacv3.Permission, *rbacv3.P
 		if len(c.GetNotValues()) > 0 {
 			and = append(and, &rbacv3.Principal{Identifier: &rbacv3.Principal_NotId{NotId: orID(mapID(c.GetNotValues(), one))}})
 		}
-		return andID(and)
+		return and
 	}
-	permOf := func(one func(string) *rbacv3.Permission) *rbacv3.Permission {
+	permOf := func(one func(string) *rbacv3.Permission) []*rbacv3.Permission {
 		var and []*rbacv3.Permission
 		if len(c.GetValues()) > 0 {
 			and = append(and, orPerm(mapPerm(c.GetValues(), one)))
@@ -165,7 +164,7 @@ func (b builder) condition(c *security.Condition) (*rbacv3.Permission, *rbacv3.P
 		if len(c.GetNotValues()) > 0 {
 			and = append(and, &rbacv3.Permission{Rule: &rbacv3.Permission_NotRule{NotRule: orPerm(mapPerm(c.GetNotValues(), one))}})
 		}
-		return andPerm(and)
+		return and
 	}
 	switch {
 	case key == "source.ip":
