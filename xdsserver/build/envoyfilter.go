@@ -82,7 +82,11 @@ func (st *efState) note(set *envoyfilter.Set, ps []envoyfilter.Problem) {
 		if origin == "" {
 			origin = p.Source.Name
 		}
-		st.problems[k] = store.Problem{Source: p.Source.Name, Origin: origin, Line: p.Source.Line, Resource: p.Filter.String(),
+		res := p.Filter.String()
+		if p.Filter.Name == "" {
+			res = "EnvoyFilter" // a failure not tied to one filter
+		}
+		st.problems[k] = store.Problem{Source: p.Source.Name, Origin: origin, Line: p.Source.Line, Resource: res,
 			Error: p.String(), Since: time.Now()}
 	}
 }

@@ -40,7 +40,7 @@ func Apply(typeURL string, res []gen.Resource, p *model.Proxy, ps *Patches) ([]g
 	out := make([]gen.Resource, 0, len(res))
 	for _, r := range res {
 		ctx := a.context(r.Resource)
-		m, keep := a.one(ctx, r.Name, r.Resource)
+		m, keep := a.safeOne(ctx, r.Name, r.Resource)
 		if keep {
 			out = append(out, gen.Resource{Name: r.Name, Resource: m})
 		}
@@ -143,6 +143,19 @@ func patcherFor(m proto.Message) patchFunc {
 		return func(r *run, m proto.Message) bool { return patchCluster(r, m.(*clusterv3.Cluster)) }
 	}
 	return nil
+}
+
+// safeOne is one, with a panic in patching (a bug, or input no check
+// foresaw) turned into a problem and the generated resource sent
+// unpatched, as istiod recovers from a patch that panics.
+func (a *applier) safeOne(ctx networking.EnvoyFilter_PatchContext, name string, m proto.Message) (out proto.Message, keep bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.problems = append(a.problems, Problem{Resource: name, Err: fmt.Sprintf("patching panicked, the resource is sent unpatched: %v", r)})
+			out, keep = m, true
+		}
+	}()
+	return a.one(ctx, name, m)
 }
 
 // one patches resource m named name in context ctx: the patched copy (or

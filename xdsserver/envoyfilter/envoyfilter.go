@@ -47,6 +47,9 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
+	if p.Filter.Name == "" {
+		return "EnvoyFilter patches on " + p.Resource + ": " + p.Err
+	}
 	s := fmt.Sprintf("EnvoyFilter %s/%s: configPatches[%d]", p.Filter.Namespace, p.Filter.Name, p.Patch)
 	if p.Resource != "" {
 		s += " on " + p.Resource

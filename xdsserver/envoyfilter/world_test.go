@@ -78,6 +78,15 @@ spec:
   http: [{route: [{destination: {host: web.default.svc.cluster.local, port: {number: 8080}}}]}]
 `
 
+// gentestBuild builds a snapshot from YAML texts.
+func gentestBuild(docs ...string) (*push.PushContext, error) {
+	var bs [][]byte
+	for _, d := range docs {
+		bs = append(bs, []byte(d))
+	}
+	return gentest.Build(bs...)
+}
+
 func buildWorld(t testing.TB, extra string) *push.PushContext {
 	t.Helper()
 	pc, err := gentest.Build([]byte(world), []byte(extra))
