@@ -45,6 +45,7 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 		}
 	}
 	var drMeta map[*networking.DestinationRule]config.Meta
+	services := map[*model.Service]*structpb.Value{}
 	var inbound []scope.Instance
 	inboundDone := false
 	for _, r := range out {
@@ -89,7 +90,14 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 			continue
 		}
 		im := istioMetadata(c)
-		im.Fields["services"] = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{serviceMetadata(svc)}})
+		// One value per service, shared by its clusters (outputs are
+		// only marshalled).
+		sv := services[svc]
+		if sv == nil {
+			sv = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{serviceMetadata(svc)}})
+			services[svc] = sv
+		}
+		im.Fields["services"] = sv
 		if svc.MeshExternal && k.Subset == "" { // istiod marks the service's own cluster only
 			im.Fields["external"] = structpb.NewBoolValue(true)
 		}

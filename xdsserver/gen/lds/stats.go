@@ -31,7 +31,10 @@ var prometheusMetric = map[string]string{
 // (istiod's generateStatsConfig): none where the side's metrics are off;
 // host header fallback off on inbound and gateways; the overrides as
 // metric configs (drop, tag dimensions, tags removed).
-func statsConfigs(cfg *telemetry.Config, class httpClass) []*anypb.Any {
+func statsConfigs(cfg *telemetry.Config, class httpClass, istio bool) []*anypb.Any {
+	if !istio {
+		return nil // istio.stats is istio-proxy's
+	}
 	var out []*anypb.Any
 	for _, m := range cfg.Metrics {
 		if _, ok := m.Provider.GetProvider().(*meshv1alpha1.MeshConfig_ExtensionProvider_Prometheus); !ok || m.Disabled {
@@ -64,18 +67,19 @@ func statsConfigs(cfg *telemetry.Config, class httpClass) []*anypb.Any {
 // statsFilters are the HTTP istio.stats filters, before the router.
 func statsFilters(cfg *telemetry.Config, class httpClass) []*hcmv3.HttpFilter {
 	var out []*hcmv3.HttpFilter
-	for _, a := range statsConfigs(cfg, class) {
+	for _, a := range statsConfigs(cfg, class, true) {
 		out = append(out, &hcmv3.HttpFilter{Name: statsName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: a}})
 	}
 	return out
 }
 
-// tcpTelemetry completes an istio-proxy's listeners as istiod does
-// outside connection managers: the network istio.stats filters before
-// each tcp_proxy, the access logs on each tcp_proxy, and the listener's
-// own access log of connections no chain took (response flag NR).
+// tcpTelemetry completes an Envoy's listeners as istiod does outside
+// connection managers: the access logs on each tcp_proxy and the
+// listener's own access log of connections no chain took (response flag
+// NR); for istio-proxy also the network istio.stats filters before each
+// tcp_proxy.
 func tcpTelemetry(v *scope.View, ls []*listenerv3.Listener) {
-	if !v.Proxy.IstioProxy || len(ls) == 0 {
+	if v.Proxy.Proxyless || len(ls) == 0 {
 		return
 	}
 	per := map[httpClass]*tcpTel{}
@@ -91,7 +95,7 @@ func tcpTelemetry(v *scope.View, ls []*listenerv3.Listener) {
 		if t == nil {
 			cfg := telemetry.For(v.Push, v.Proxy, telemetryClass(class))
 			t = &tcpTel{logs: accessLogsOf(cfg)}
-			for _, a := range statsConfigs(cfg, class) {
+			for _, a := range statsConfigs(cfg, class, v.Proxy.IstioProxy) {
 				t.stats = append(t.stats, &listenerv3.Filter{Name: statsName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}})
 			}
 			for _, al := range t.logs {

@@ -110,19 +110,22 @@ type hcmTelemetry struct {
 var telemetryMemo sync.Map // string -> *hcmTelemetry
 
 // withTelemetry fills o's telemetry for class from the snapshot and
-// proxy: nothing unless the proxy is istio-proxy.
+// proxy: for every Envoy the tracing, request ID and access logs (Envoy's
+// own features), for istio-proxy also Istio's filters and stat names.
 func withTelemetry(o hcmOpts, v *scope.View) hcmOpts {
-	if !v.Proxy.IstioProxy {
+	if v.Proxy.Proxyless {
 		return o
 	}
-	o.istio = true
+	o.istio = v.Proxy.IstioProxy
 	cfg := telemetry.For(v.Push, v.Proxy, telemetryClass(o.class))
 	t := &hcmTelemetry{requestID: uuidRequestID}
 	t.tracing = tracingOf(cfg, v)
 	if tr := cfg.Tracing; tr != nil && !tr.Disabled && t.tracing != nil && !tr.UseRequestIDForTraceSampling {
 		t.requestID = uuidNoIDSampling
 	}
-	t.stats = statsFilters(cfg, o.class) // stats.go
+	if o.istio {
+		t.stats = statsFilters(cfg, o.class) // stats.go: istio.stats is istio-proxy's
+	}
 	t.accessLog = accessLogsOf(cfg)
 	key := t.key()
 	if old, ok := telemetryMemo.LoadOrStore(key, t); ok {
@@ -154,11 +157,8 @@ func (t *hcmTelemetry) key() string {
 
 // applyTelemetry sets o's telemetry on h (called by hcmOpts.apply).
 func (o hcmOpts) applyTelemetry(h *hcmv3.HttpConnectionManager) {
-	if !o.istio {
-		return
-	}
-	if h.StatPrefix != "" {
-		h.StatPrefix = delimitedStat(h.StatPrefix)
+	if o.tel == "" {
+		return // proxyless
 	}
 	var t *hcmTelemetry
 	if v, ok := telemetryMemo.Load(o.tel); ok {
@@ -166,8 +166,14 @@ func (o hcmOpts) applyTelemetry(h *hcmv3.HttpConnectionManager) {
 	} else {
 		t = &hcmTelemetry{requestID: uuidRequestID}
 	}
-	h.HttpFilters = istioHTTPFilters(o.class, h.HttpFilters, t.stats)
 	h.Tracing, h.RequestIdExtension, h.AccessLog = t.tracing, t.requestID, t.accessLog
+	if !o.istio {
+		return
+	}
+	if h.StatPrefix != "" {
+		h.StatPrefix = delimitedStat(h.StatPrefix)
+	}
+	h.HttpFilters = istioHTTPFilters(o.class, h.HttpFilters, t.stats)
 }
 
 // delimitedStat ends a stat prefix in ";" as istiod's
