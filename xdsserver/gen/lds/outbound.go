@@ -25,12 +25,12 @@ import (
 // one then routes HTTP by RDS "PORT", as an HTTP port does). A service
 // has an address as the proxy sees it (scope.ServiceAddress): an
 // allocated one only for a proxy that asks for it. They do not bind:
-// virtualOutbound hands connections to them. When two services claim the
-// same listener, the first (snapshot order) wins, except that TLS
-// services without an address share one listener by SNI: so does istiod,
-// whose second match-all TCP chain on a listener conflicts with the
-// first and is dropped (mergeTCPFilterChains). Listeners are sorted by
-// name. Under a Sidecar, a service port has a listener only when the
+// virtualOutbound hands connections to them. Services that claim the
+// same listener merge as istiod merges them (outEntry): HTTP and TCP
+// chains together are sniffed by the HTTP inspector, TCP chains for other
+// destination CIDRs are added, and of two chains with the same match the
+// first (snapshot order) stays; TLS services without an address share
+// one listener by SNI. Listeners are sorted by name. Under a Sidecar, a service port has a listener only when the
 // egress listener of that port imports the service (View.ListenerImports).
 func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	byName := map[string]*listenerv3.Listener{}
@@ -60,40 +60,46 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 		out = append(out, l)
 		return l, true
 	}
+	merged := map[string]*outEntry{} // listener name -> its HTTP/TCP/auto chains
 	for _, svc := range v.Services {
 		// addr is the service's address for this proxy, bind the
-		// listener address of its TCP, TLS and auto-detected ports.
+		// listener address of its TCP, TLS and auto-detected ports; a
+		// service whose address is a CIDR listens on 0.0.0.0 with a
+		// chain for the CIDR (istiod's listenerOpts.cidr).
 		addr := scope.ServiceAddress(v.Proxy, svc)
 		bind := addr
+		var cidrs []string
 		if addr == "" {
 			bind = "0.0.0.0"
+			if as := scope.Addresses(v.Proxy, svc); len(as) > 0 && strings.Contains(as[0], "/") && !strings.HasPrefix(svc.Hostname, "*") {
+				cidrs = as
+			}
 		}
 		for _, p := range svc.Ports {
 			if !v.ListenerImports(svc, p.Number) {
 				continue // imported by another port's egress listener only
 			}
-			switch scope.ListenerProtocol(p) {
-			case scope.ListenHTTP:
-				if l, fresh := newListener("0.0.0.0", p.Number); fresh {
-					// HTTP as the HTTP inspector finds it; anything else
-					// on the port passes through (istiod's fallthrough).
-					l.ListenerFilters = []*listenerv3.ListenerFilter{httpInspector()}
-					l.FilterChains = []*listenerv3.FilterChain{{
-						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: plaintextHTTPALPNs},
-						Filters: []*listenerv3.Filter{
-							rdsFilter(opts, "outbound_0.0.0.0_"+gen.PortName(p.Number), gen.PortName(p.Number)),
-						},
-					}}
-					l.DefaultFilterChain = passthroughChain
+			lp := scope.ListenerProtocol(p)
+			switch lp {
+			case scope.ListenHTTP, scope.ListenTCP, scope.ListenAuto:
+				lbind := bind
+				if lp == scope.ListenHTTP {
+					lbind = "0.0.0.0"
 				}
-			case scope.ListenTCP:
-				if l, fresh := newListener(bind, p.Number); fresh {
-					l.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, outboundCluster(svc, p)))}}}
+				l, fresh := newListener(lbind, p.Number)
+				e := merged[l.Name]
+				if !fresh && e == nil {
+					continue // a TLS port's listener
 				}
+				if fresh {
+					e = &outEntry{l: l, protocol: p.Protocol}
+					merged[l.Name] = e
+				}
+				e.add(v, opts, svc, p, lp, addr, lbind, cidrs, fresh)
 			case scope.ListenTLS:
 				shared := addr == ""
 				l, fresh := newListener(bind, p.Number)
-				if !fresh && !shared {
+				if !fresh && (!shared || merged[l.Name] != nil) {
 					continue
 				}
 				stat := outboundCluster(svc, p)
@@ -118,27 +124,11 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}},
 					Filters:          filters,
 				})
-			case scope.ListenAuto:
-				if l, fresh := newListener(bind, p.Number); fresh {
-					// With an address the service has its own route config
-					// "host:port"; without, HTTP goes by the port's shared
-					// one, "PORT" (istiod names it so on a wildcard bind).
-					var route string
-					if addr != "" {
-						route = gen.HostPort(svc.Hostname, p.Number)
-					} else {
-						route = gen.PortName(p.Number)
-					}
-					stat := outboundCluster(svc, p)
-					l.ListenerFilters = []*listenerv3.ListenerFilter{httpInspector()}
-					l.FilterChains = []*listenerv3.FilterChain{{
-						FilterChainMatch: &listenerv3.FilterChainMatch{TransportProtocol: "raw_buffer", ApplicationProtocols: plaintextHTTPALPNs},
-						Filters:          []*listenerv3.Filter{rdsFilter(opts, "outbound_"+bind+"_"+gen.PortName(p.Number), route)},
-					}}
-					l.DefaultFilterChain = &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, stat))}}
-				}
 			}
 		}
+	}
+	for _, e := range merged {
+		e.assemble(passthroughChain)
 	}
 	detect := gen.Duration(0)
 	if m := v.Push.Mesh; m != nil && m.GetProtocolDetectionTimeout() != nil {

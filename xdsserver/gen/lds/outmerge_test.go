@@ -1,0 +1,110 @@
+package lds
+
+import (
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+)
+
+// TestOutboundListenersMerge: services sharing an outbound listener merge
+// as istiod merges them: an HTTP and a TCP service on 0.0.0.0:7070 are
+// told apart by the HTTP inspector (TCP the default chain); a TCP service
+// whose address is a CIDR matches its CIDR, the rest falls through; a
+// MySQL port does not join another protocol's listener.
+func TestOutboundListenersMerge(t *testing.T) {
+	pc, err := gentest.Build([]byte(`
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: a-http, namespace: default}
+spec:
+  hosts: [a.example.com]
+  ports: [{number: 7070, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: b-tcp, namespace: default}
+spec:
+  hosts: [b.example.com]
+  ports: [{number: 7070, name: tcp, protocol: TCP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: c-cidr, namespace: default}
+spec:
+  hosts: [c.example.com]
+  addresses: [192.168.0.0/16]
+  ports: [{number: 5000, name: tcp, protocol: TCP}]
+  resolution: NONE
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: d-http, namespace: default}
+spec:
+  hosts: [d.example.com]
+  ports: [{number: 3306, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: e-mysql, namespace: default}
+spec:
+  hosts: [e.example.com]
+  ports: [{number: 3306, name: mysql, protocol: MYSQL}]
+  resolution: DNS
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Generate(gen.Input{Push: pc, Proxy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gentest.Validate(t, res)
+	ls := map[string]*listenerv3.Listener{}
+	for _, r := range res {
+		ls[r.Name] = r.Resource.(*listenerv3.Listener)
+	}
+	cluster := func(fc *listenerv3.FilterChain) string {
+		tp := &tcpproxyv3.TcpProxy{}
+		if fc == nil || len(fc.GetFilters()) == 0 || fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(tp) != nil {
+			return ""
+		}
+		return tp.GetCluster()
+	}
+
+	l := ls["0.0.0.0_7070"]
+	if len(l.GetListenerFilters()) != 1 || l.GetListenerFilters()[0].GetName() != "envoy.filters.listener.http_inspector" {
+		t.Errorf("7070: listener filters %v, want the HTTP inspector", l.GetListenerFilters())
+	}
+	if len(l.GetFilterChains()) != 1 || len(l.GetFilterChains()[0].GetFilterChainMatch().GetApplicationProtocols()) == 0 {
+		t.Errorf("7070: chains %v, want the HTTP chain", l.GetFilterChains())
+	}
+	if got := cluster(l.GetDefaultFilterChain()); got != "outbound|7070||b.example.com" {
+		t.Errorf("7070: default chain to %q, want the TCP service", got)
+	}
+
+	l = ls["0.0.0.0_5000"]
+	if len(l.GetFilterChains()) != 1 || len(l.GetFilterChains()[0].GetFilterChainMatch().GetPrefixRanges()) != 1 ||
+		l.GetFilterChains()[0].GetFilterChainMatch().GetPrefixRanges()[0].GetAddressPrefix() != "192.168.0.0" {
+		t.Errorf("5000: chains %v, want one for 192.168.0.0/16", l.GetFilterChains())
+	}
+	if got := cluster(l.GetDefaultFilterChain()); got != gen.PassthroughCluster {
+		t.Errorf("5000: default chain to %q, want the passthrough", got)
+	}
+
+	l = ls["0.0.0.0_3306"]
+	if len(l.GetFilterChains()) != 1 || cluster(l.GetDefaultFilterChain()) == "outbound|3306||e.example.com" {
+		t.Errorf("3306: MySQL merged into the HTTP listener: %v", l)
+	}
+}
