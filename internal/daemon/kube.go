@@ -35,6 +35,7 @@ func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 		return
 	}
 	d.kube.Store(src)
+	d.pipeline.AddListener(d.gatewayStatusListener(ctx, src, goRun))
 	goRun(func() {
 		if err := src.Run(ctx); err != nil {
 			d.log.Error("Kubernetes source stopped", "err", err)

@@ -121,6 +121,9 @@ type Source struct {
 	badFiles map[string]string                       // path -> error, for Status
 	pending  map[string]bool                         // clusters the first Synced waits for
 	synced   bool
+
+	// status: the Gateway API status last written (gatewaystatus.go).
+	status statusWriter
 }
 
 type fileState struct {
