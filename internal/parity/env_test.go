@@ -52,6 +52,9 @@ type istiod struct {
 type applied struct {
 	gvr          schema.GroupVersionResource
 	ns, name, rv string
+	// created is the object's creationTimestamp (RFC 3339) on the API
+	// server: istiod orders conflicting rules by it.
+	created string
 }
 
 func findOne(pattern string) string {
@@ -230,13 +233,13 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 		go func() {
 			defer wg.Done()
 			for d := range work {
-				rv, err := i.put(ctx, d, existed[docKey(d)])
+				rv, created, err := i.put(ctx, d, existed[docKey(d)])
 				if err != nil {
 					errs <- fmt.Errorf("apply %s (%v): %w", docKey(d), gvr(d.Object), err)
 					continue
 				}
 				mu.Lock()
-				i.applied[docKey(d)] = applied{gvr: gvr(d.Object), ns: d.Namespace, name: d.Name, rv: rv}
+				i.applied[docKey(d)] = applied{gvr: gvr(d.Object), ns: d.Namespace, name: d.Name, rv: rv, created: created}
 				mu.Unlock()
 			}
 		}()
@@ -263,14 +266,17 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 	}
 }
 
-// put creates or updates one document and returns its resource version.
-func (i *istiod) put(ctx context.Context, d Doc, exists bool) (string, error) {
+// put creates or updates one document and returns its resource version
+// and creation timestamp.
+func (i *istiod) put(ctx context.Context, d Doc, exists bool) (rv, created string, err error) {
 	u := &unstructured.Unstructured{Object: d.Object}
 	rc := i.dyn.Resource(gvr(d.Object)).Namespace(d.Namespace)
+	stamp := func(o *unstructured.Unstructured) string {
+		return o.GetCreationTimestamp().UTC().Format(time.RFC3339)
+	}
 	if exists {
-		var rv string
 		// istiod writes status too: a conflict is retried on the new version.
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur, err := rc.Get(ctx, d.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -279,19 +285,34 @@ func (i *istiod) put(ctx context.Context, d Doc, exists bool) (string, error) {
 			u.SetResourceVersion(cur.GetResourceVersion())
 			out, err := rc.Update(ctx, u, metav1.UpdateOptions{})
 			if err == nil {
-				rv = out.GetResourceVersion()
+				rv, created = out.GetResourceVersion(), stamp(out)
 			}
 			return err
 		})
 		if err == nil || !apierrors.IsNotFound(err) {
-			return rv, err
+			return rv, created, err
 		}
 	}
 	out, err := rc.Create(ctx, u.DeepCopy(), metav1.CreateOptions{})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return out.GetResourceVersion(), nil
+	return out.GetResourceVersion(), stamp(out), nil
+}
+
+// stampCreation gives docs the creation timestamps the API server gave
+// them, so baremeshd, reading them from files, orders conflicting rules
+// (istiod: by creation time, then name) as istiod does.
+func (i *istiod) stampCreation(docs []Doc) {
+	for _, d := range docs {
+		a, ok := i.applied[docKey(d)]
+		if !ok || a.created == "" {
+			continue
+		}
+		if md, ok := d.Object["metadata"].(map[string]any); ok {
+			md["creationTimestamp"] = a.created
+		}
+	}
 }
 
 // inStore says what istiod's store lacks or holds too much of, or "".
