@@ -14,6 +14,7 @@ import (
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/xdsserver/envoyfilter"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -115,7 +116,19 @@ func (b *Builder) patch(t *xdstype.Type, in gen.Input, res []gen.Resource) []gen
 		return res
 	}
 	set := b.envoyFilters(in.Push)
-	out, problems := envoyfilter.Apply(t.URL, res, in.Proxy, set.Select(in.Proxy))
+	ps := set.Select(in.Proxy)
+	if t == xdstype.Cluster && ps.NeedsInboundHosts() {
+		// The services behind each inbound cluster, as cds builds them
+		// (scope.Inbound reads only what the shape key holds).
+		hosts := map[uint32][]string{}
+		for _, inst := range scope.Inbound(in.Push, in.Proxy) {
+			if inst.Service != nil {
+				hosts[inst.TargetPort] = append(hosts[inst.TargetPort], inst.Service.Hostname)
+			}
+		}
+		ps = ps.WithInboundHosts(hosts)
+	}
+	out, problems := envoyfilter.Apply(t.URL, res, in.Proxy, ps)
 	if len(problems) > 0 {
 		b.ef.mu.Lock()
 		b.ef.note(set, problems)

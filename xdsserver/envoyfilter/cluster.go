@@ -2,6 +2,7 @@ package envoyfilter
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,7 @@ import (
 // c is removed. (ADD is Apply's.)
 func patchCluster(r *run, c *clusterv3.Cluster) bool {
 	for _, p := range r.patches(networking.EnvoyFilter_CLUSTER) {
-		if !clusterMatch(c, p) {
+		if !clusterMatch(c, p, r.ps.inbound) {
 			continue
 		}
 		switch {
@@ -69,8 +70,9 @@ func mergeCluster(c *clusterv3.Cluster, p *patch) error {
 }
 
 // clusterMatch is istiod's: the name, else the parts of a
-// "direction|port|subset|host" name.
-func clusterMatch(c *clusterv3.Cluster, p *patch) bool {
+// "direction|port|subset|host" name; an inbound cluster's service is
+// any of those the proxy serves on its port (inbound).
+func clusterMatch(c *clusterv3.Cluster, p *patch, inbound map[uint32][]string) bool {
 	m := p.match.GetCluster()
 	if m == nil {
 		return true
@@ -78,18 +80,20 @@ func clusterMatch(c *clusterv3.Cluster, p *patch) bool {
 	if m.GetName() != "" {
 		return m.GetName() == c.GetName()
 	}
-	port, subset, host := 0, "", ""
+	port, subset, hosts := 0, "", []string{""}
 	if parts := strings.Split(c.GetName(), "|"); len(parts) == 4 {
 		port, _ = strconv.Atoi(parts[1])
-		subset, host = parts[2], parts[3]
+		subset, hosts[0] = parts[2], parts[3]
+		if parts[0] == "inbound" {
+			if hs := inbound[uint32(port)]; len(hs) > 0 {
+				hosts = hs
+			}
+		}
 	}
 	if m.GetSubset() != "" && m.GetSubset() != subset {
 		return false
 	}
-	// An inbound cluster's name has no host; istiod matches it against
-	// the services of the proxy's instances, which the name does not
-	// carry here (see README: EnvoyFilter).
-	if m.GetService() != "" && m.GetService() != host {
+	if m.GetService() != "" && !slices.Contains(hosts, m.GetService()) {
 		return false
 	}
 	if m.GetPortNumber() != 0 && int(m.GetPortNumber()) != port {

@@ -241,6 +241,33 @@ func (s *Set) Empty() bool { return s == nil || len(s.byNS) == 0 }
 // Patches are the patches that apply to one proxy, by applyTo, in order.
 type Patches struct {
 	by map[networking.EnvoyFilter_ApplyTo][]*patch
+	// inbound: the hostnames of the services the proxy serves on each
+	// inbound port (WithInboundHosts).
+	inbound map[uint32][]string
+}
+
+// NeedsInboundHosts reports whether a CLUSTER patch matches by service:
+// an inbound cluster's name carries no host, so the caller gives the
+// services the proxy serves on each port (WithInboundHosts).
+func (ps *Patches) NeedsInboundHosts() bool {
+	for _, p := range ps.get(networking.EnvoyFilter_CLUSTER) {
+		if p.match.GetCluster().GetService() != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// WithInboundHosts returns ps with the hostnames of the services the
+// proxy serves on each inbound (target) port: a CLUSTER match on service
+// matches an inbound cluster when one of them is the service, as istiod.
+func (ps *Patches) WithInboundHosts(hosts map[uint32][]string) *Patches {
+	if ps == nil {
+		return nil
+	}
+	cp := *ps
+	cp.inbound = hosts
+	return &cp
 }
 
 func (ps *Patches) get(a networking.EnvoyFilter_ApplyTo) []*patch {

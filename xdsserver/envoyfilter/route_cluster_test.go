@@ -4,6 +4,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/xdsserver/envoyfilter"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 func TestRouteConfiguration(t *testing.T) {
@@ -154,5 +163,53 @@ func TestMergeReplacesDurations(t *testing.T) {
 	}
 	if got := c.GetCommonLbConfig().GetUpdateMergeWindow().AsDuration(); got != 250*time.Millisecond {
 		t.Errorf("update merge window %v, want 250ms", got)
+	}
+}
+
+// An inbound cluster's name carries no host: a match on service selects
+// it through the services the proxy serves on its port, as istiod does.
+func TestInboundClusterByService(t *testing.T) {
+	pc := buildWorld(t, ef("in", "default", `
+  configPatches:
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_INBOUND, cluster: {service: web.default.svc.cluster.local, portNumber: 8080}}
+    patch: {operation: MERGE, value: {per_connection_buffer_limit_bytes: 16384}}
+  - applyTo: CLUSTER
+    match: {context: SIDECAR_INBOUND, cluster: {service: reviews.default.svc.cluster.local}}
+    patch: {operation: MERGE, value: {connect_timeout: 9s}}`))
+	p := sidecar(t, nil)
+	set := envoyfilter.Compile(pc.Configs(config.EnvoyFilter), pc.Mesh.GetRootNamespace())
+	ps := set.Select(p)
+	if !ps.NeedsInboundHosts() {
+		t.Fatal("NeedsInboundHosts false with a service match")
+	}
+	hosts := map[uint32][]string{}
+	for _, inst := range scope.Inbound(pc, p) {
+		hosts[inst.TargetPort] = append(hosts[inst.TargetPort], inst.Service.Hostname)
+	}
+	in, err := xdstype.Cluster.Generate(gen.Input{Push: pc, Proxy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, problems := envoyfilter.Apply(xdstype.Cluster.URL, in, p, ps.WithInboundHosts(hosts))
+	gentest.Validate(t, out)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	for _, r := range out {
+		c := r.Resource.(*clusterv3.Cluster)
+		switch r.Name {
+		case "inbound|8080||":
+			if c.GetPerConnectionBufferLimitBytes().GetValue() != 16384 {
+				t.Errorf("%s not patched", r.Name)
+			}
+		case "inbound|9000||":
+			if c.GetPerConnectionBufferLimitBytes() != nil {
+				t.Errorf("%s patched (port 9000 is not 8080)", r.Name)
+			}
+		}
+		if c.GetConnectTimeout().AsDuration() == 9*time.Second {
+			t.Errorf("%s: matched a service the proxy does not serve", r.Name)
+		}
 	}
 }
