@@ -157,6 +157,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.registrations, m.unregistrations, m.ignored, m.refusals, m.flips)
 	}
+	// Every label value's series from the start, at 0, so the first
+	// refusal of a kind is an increase an alert sees: the reasons refused
+	// is called with (workloads.go), both health states.
+	for _, r := range []string{"no_group", "unauthenticated", "service_account", "no_address"} {
+		m.refusals.WithLabelValues(r)
+	}
+	for _, h := range []string{"true", "false"} {
+		m.flips.WithLabelValues(h)
+	}
 	return m
 }
 

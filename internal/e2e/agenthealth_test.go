@@ -108,7 +108,12 @@ func TestAgentHealthReports(t *testing.T) {
 	go func() { defer close(idone); _ = health.New(bad, log).Run(ictx) }()
 	testkit.EventuallyWithin(t, e2eWait, "the intruder refused for its service account", func() bool {
 		_, body := httpGet(t, "http://"+m.d.HTTPAddr()+"/metrics")
-		return strings.Contains(body, `baremesh_autoregistration_refusals_total{reason="service_account"}`)
+		for _, l := range strings.Split(body, "\n") { // the series exists from the start, at 0
+			if strings.HasPrefix(l, `baremesh_autoregistration_refusals_total{reason="service_account"} `) && !strings.HasSuffix(l, " 0") {
+				return true
+			}
+		}
+		return false
 	})
 	icancel()
 	<-idone

@@ -142,16 +142,9 @@ func families(text string) map[string]bool {
 // before its first use); for these the test checks that the daemon
 // registers them. Each says what would make it appear.
 var needsEvent = map[string]string{
-	"baremesh_ca_certs_issued_total":                        "a certificate issued (needs a join token or client certificate)",
-	"baremesh_autoregistration_refusals_total":              "a proxy refused by auto-registration",
-	"baremesh_workload_health_changes_total":                "an auto-registered workload's health flipping",
 	"baremesh_cluster_gossip_bytes_total":                   "gossip with a second replica",
-	"baremesh_kube_istio_config_rejects_total":              "an invalid Istio resource in a reachable cluster",
-	"baremesh_kube_updates_total":                           "a reachable cluster",
 	"baremesh_mcp_upstream_nacks_total":                     "a reachable MCP upstream sending bad config",
 	"baremesh_mcp_upstream_last_response_timestamp_seconds": "a reachable MCP upstream",
-	"baremesh_mcp_upstream_resources":                       "a reachable MCP upstream",
-	"baremesh_mcp_upstream_responses_total":                 "a reachable MCP upstream",
 }
 
 // TestDashboardMetricsAreExposed runs a real baremeshd, drives it (an xDS

@@ -1,6 +1,10 @@
 package ca
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/baremesh/baremesh/core/identity"
+)
 
 type metrics struct {
 	issued    *prometheus.CounterVec
@@ -25,6 +29,11 @@ func newMetrics(reg prometheus.Registerer) metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.issued, m.refused, m.tokenUses)
+	}
+	// Every authentication method's series from the start, at 0 (the
+	// refusal reasons are too many to list; their series come with use).
+	for _, method := range []string{identity.MethodToken, identity.MethodClientCert, identity.MethodKubeToken} {
+		m.issued.WithLabelValues(method)
 	}
 	return m
 }
