@@ -35,6 +35,16 @@ var tcpClusterMX = &clusterv3.Filter{Name: "istio.metadata_exchange", TypedConfi
 
 // istioTelemetry adds the telemetry above to the clusters of out.
 func istioTelemetry(v *scope.View, out []gen.Resource) {
+	if v.Proxy.Proxyless {
+		// istiod names a proxyless client's clusters' stats too (gRPC
+		// ignores alt_stat_name); nothing else of the above.
+		for _, r := range out {
+			if c, ok := r.Resource.(*clusterv3.Cluster); ok {
+				c.AltStatName = c.Name + ";"
+			}
+		}
+		return
+	}
 	if !v.Proxy.IstioProxy {
 		return
 	}

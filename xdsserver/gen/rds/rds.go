@@ -55,6 +55,9 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 			rc = sidecarRoute(v, name, shared)
 		}
 		if rc != nil {
+			if !in.Proxy.Proxyless {
+				decorate(rc) // telemetry.go
+			}
 			out = append(out, gen.Resource{Name: name, Resource: rc})
 		}
 	}
