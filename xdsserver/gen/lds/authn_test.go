@@ -321,3 +321,37 @@ func mustUnmarshal(t *testing.T, f *hcmv3.HttpFilter, m proto.Message) {
 		t.Fatalf("filter %s: %v", f.GetName(), err)
 	}
 }
+
+// TestJWTTargetRefs: a RequestAuthentication with targetRefs applies to
+// the Gateway API gateway it names (by the proxy's gateway-name label, in
+// its namespace) and to nothing else; one with a selector does not apply
+// to a sidecar whose labels it does not match.
+func TestJWTTargetRefs(t *testing.T) {
+	pc := authnPush(t, `---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: by-ref, namespace: istio-system}
+spec:
+  targetRefs: [{group: gateway.networking.k8s.io, kind: Gateway, name: edge}]
+  jwtRules: [{issuer: https://ref.example, jwks: '{"keys":[]}'}]
+`)
+	issuers := func(ns string, labels map[string]string) []string {
+		var out []string
+		for _, r := range authz.JWTRules(pc, ns, labels) {
+			out = append(out, r.GetIssuer())
+		}
+		return out
+	}
+	if got := issuers("istio-system", map[string]string{authz.GatewayNameLabel: "edge"}); !slices.Equal(got, []string{"https://ref.example"}) {
+		t.Errorf("gateway edge: issuers %v, want the targetRefs policy's", got)
+	}
+	if got := issuers("istio-system", map[string]string{authz.GatewayNameLabel: "other"}); len(got) != 0 {
+		t.Errorf("gateway other: issuers %v, want none", got)
+	}
+	if got := issuers("istio-system", map[string]string{"istio": "ingressgateway"}); len(got) != 0 {
+		t.Errorf("a non-Gateway-API proxy took a targetRefs policy: %v", got)
+	}
+	if got := issuers("default", map[string]string{"app": "other"}); len(got) != 0 {
+		t.Errorf("app=other took app=web's policy: %v", got)
+	}
+}
