@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,9 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/testkit"
@@ -45,8 +49,9 @@ spec:
 // TestJWKSRotationReachesProxies: baremeshd fetches the jwksUri a
 // RequestAuthentication names from a real HTTP server and inlines the
 // keys into the workload's jwt_authn filter; a rotated key reaches the
-// listener within the refresh interval (a push); while the server fails
-// the last keys stay and /debug/configz names the failure.
+// sidecar (a raw ADS client on the xDS port, ACKing) within the refresh
+// interval (a push); while the server fails the last keys stay and
+// /debug/configz names the failure.
 func TestJWKSRotationReachesProxies(t *testing.T) {
 	var mu sync.Mutex
 	body, code := `{"keys":[{"kty":"RSA","kid":"one","e":"AQAB","n":"AAAA"}]}`, 200
@@ -83,7 +88,24 @@ func TestJWKSRotationReachesProxies(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	waitReady(t, d)
 
-	keys := func() string { return inlineKeys(t, d) }
+	// The web sidecar, over a real ADS stream: it ACKs every listener
+	// response and keeps the jwt_authn keys of the latest one.
+	var latest atomic.Pointer[string]
+	ads := adsListeners(t, d, func(ls []*listenerv3.Listener) {
+		for _, l := range ls {
+			if l.GetName() == gen.VirtualInboundListener {
+				k := jwtKeysIn(t, l)
+				latest.Store(&k)
+			}
+		}
+	})
+	defer ads()
+	keys := func() string {
+		if k := latest.Load(); k != nil {
+			return *k
+		}
+		return ""
+	}
 	testkit.Eventually(t, "the fetched keys in the listener", func() bool { return strings.Contains(keys(), `"kid":"one"`) })
 
 	serve(`{"keys":[{"kty":"RSA","kid":"two","e":"AQAB","n":"BBBB"}]}`, 200)
@@ -106,6 +128,60 @@ func TestJWKSRotationReachesProxies(t *testing.T) {
 	if k := keys(); !strings.Contains(k, `"kid":"two"`) {
 		t.Errorf("keys while the server fails: %s, want the last good ones", k)
 	}
+	if k := inlineKeys(t, d); !strings.Contains(k, `"kid":"two"`) {
+		t.Errorf("keys in the snapshot while the server fails: %s, want the last good ones", k)
+	}
+}
+
+// adsListeners opens an ADS stream to d's plaintext xDS port as the web
+// sidecar, subscribes to every listener and hands each response's
+// listeners (each through ValidateAll) to got, ACKing it; the returned
+// func closes the stream and waits for the reader.
+func adsListeners(t *testing.T, d *Daemon, got func([]*listenerv3.Listener)) func() {
+	t.Helper()
+	cc, err := grpc.NewClient(d.XDSAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, _ := structpb.NewStruct(map[string]any{"LABELS": map[string]any{"app": "web"}})
+	node := &corev3.Node{Id: "sidecar~10.0.0.1~web.default~default.svc.cluster.local", Metadata: md}
+	const lds = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	if err := st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: lds}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return
+			}
+			if r.GetTypeUrl() != lds {
+				continue
+			}
+			var ls []*listenerv3.Listener
+			var res []gen.Resource
+			for _, a := range r.GetResources() {
+				l := &listenerv3.Listener{}
+				if a.UnmarshalTo(l) == nil {
+					ls = append(ls, l)
+					res = append(res, gen.Resource{Name: l.GetName(), Resource: l})
+				}
+			}
+			gentest.Validate(t, res)
+			got(ls)
+			if st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: lds, VersionInfo: r.GetVersionInfo(), ResponseNonce: r.GetNonce()}) != nil {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done; cc.Close() }
 }
 
 // inlineKeys generates the web sidecar's inbound listener from the
@@ -123,7 +199,13 @@ func inlineKeys(t *testing.T, d *Daemon) string {
 		t.Fatalf("lds: %v (%d)", err, len(res))
 	}
 	gentest.Validate(t, res)
-	for _, fc := range res[0].Resource.(*listenerv3.Listener).GetFilterChains() {
+	return jwtKeysIn(t, res[0].Resource.(*listenerv3.Listener))
+}
+
+// jwtKeysIn returns the inline keys of the first jwt_authn provider in l.
+func jwtKeysIn(t *testing.T, l *listenerv3.Listener) string {
+	t.Helper()
+	for _, fc := range l.GetFilterChains() {
 		for _, f := range fc.GetFilters() {
 			var h hcmv3.HttpConnectionManager
 			if f.GetTypedConfig().UnmarshalTo(&h) != nil {
