@@ -1,6 +1,8 @@
 package lds
 
 import (
+	"strings"
+
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -83,6 +85,9 @@ func tcpTelemetry(v *scope.View, ls []*listenerv3.Listener) {
 		return
 	}
 	per := map[httpClass]*tcpTel{}
+	// Listeners may share a chain (the outbound listeners' default
+	// PassthroughFilterChain): each is completed once.
+	done := map[*listenerv3.FilterChain]bool{}
 	for _, l := range ls {
 		class := outboundHTTP
 		switch {
@@ -112,11 +117,12 @@ func tcpTelemetry(v *scope.View, ls []*listenerv3.Listener) {
 			l.AccessLog = append(l.AccessLog, t.listenerLogs...)
 		}
 		for _, fc := range l.FilterChains {
-			// istiod's inbound blackhole chain counts but does not log.
-			t.chain(fc, fc.GetName() != gen.VirtualInboundListener+"-blackhole")
+			// istiod's blackhole chains (virtualInbound's own port,
+			// virtualOutbound's) count but do not log.
+			t.chain(fc, !strings.HasSuffix(fc.GetName(), "-blackhole"), done)
 		}
 		if l.DefaultFilterChain != nil {
-			t.chain(l.DefaultFilterChain, true)
+			t.chain(l.DefaultFilterChain, true, done)
 		}
 	}
 }
@@ -129,7 +135,11 @@ type tcpTel struct {
 
 // chain adds the stats and access logs to a chain ending in tcp_proxy.
 // Chains may share filter lists: the chain gets its own.
-func (t *tcpTel) chain(fc *listenerv3.FilterChain, logs bool) {
+func (t *tcpTel) chain(fc *listenerv3.FilterChain, logs bool, done map[*listenerv3.FilterChain]bool) {
+	if done[fc] {
+		return
+	}
+	done[fc] = true
 	n := len(fc.Filters)
 	if n == 0 || fc.Filters[n-1].GetName() != tcpProxyName {
 		return
