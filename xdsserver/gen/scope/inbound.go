@@ -120,6 +120,13 @@ func Gateways(pc *push.PushContext, proxy *gen.Proxy) []*config.Config {
 	var out []*config.Config
 	for i := range all {
 		gw := all[i].Spec.(*networking.Gateway)
+		// A Gateway converted from the Gateway API binds only proxies in
+		// its own namespace, as istiod binds it only to its service's
+		// instances there (its listeners carry that namespace's routes
+		// and certificates).
+		if all[i].Annotations["internal.istio.io/gateway-semantics"] == "gateway" && all[i].Namespace != proxy.Namespace {
+			continue
+		}
 		if len(gw.GetSelector()) > 0 && LabelsMatch(gw.GetSelector(), proxy.Labels) {
 			if out == nil {
 				out = make([]*config.Config, 0, len(all)-i)
