@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -20,7 +21,7 @@ metadata: {name: web, namespace: shop}
 spec:
   hosts: [web.shop.svc.cluster.local]
   location: MESH_INTERNAL
-  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
+  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 8081, name: http-alt, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
   resolution: STATIC
   workloadSelector: {labels: {app: web}}
 ---
@@ -137,6 +138,17 @@ func TestIstioProxyTelemetry(t *testing.T) {
 	found := false
 	for _, r := range gen1(telemetryProxy(t, "10.0.0.2", "db", true)) {
 		l := r.Resource.(*listenerv3.Listener)
+		// A chain listeners share (the default PassthroughFilterChain)
+		// logs once, not once per listener.
+		if d := l.DefaultFilterChain; d != nil {
+			var tp tcpproxyv3.TcpProxy
+			if err := d.Filters[len(d.Filters)-1].GetTypedConfig().UnmarshalTo(&tp); err != nil {
+				t.Fatal(err)
+			}
+			if len(tp.AccessLog) != 1 {
+				t.Errorf("%s: default chain has %d access logs, want 1", l.Name, len(tp.AccessLog))
+			}
+		}
 		if l.Name != "0.0.0.0_8080" {
 			continue
 		}
