@@ -55,9 +55,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 			rc = sidecarRoute(v, name, shared)
 		}
 		if rc != nil {
-			if !in.Proxy.Proxyless {
-				decorate(rc) // telemetry.go
-			}
+			decorate(rc) // telemetry.go (istiod's grpcgen decorates too; gRPC ignores it)
 			out = append(out, gen.Resource{Name: name, Resource: rc})
 		}
 	}
