@@ -197,6 +197,13 @@ func (s *Set) Lookup(namespace, name string) (*Credential, error) {
 	var c *Credential
 	if s != nil {
 		c = s.byName[name]
+		// A Gateway API listener's certificate is named as istiod names
+		// it, "kubernetes-gateway://<secret namespace>/<secret name>":
+		// the credential of that name (which says which namespaces may
+		// use it).
+		if _, short, ok := strings.Cut(name, "/"); c == nil && ok {
+			c = s.byName[short]
+		}
 	}
 	switch {
 	case c == nil:

@@ -89,3 +89,20 @@ func TestLookupScopesByNamespace(t *testing.T) {
 		t.Errorf("problems %v", p)
 	}
 }
+
+// TestLookupGatewayAPIName: a Gateway API listener's certificate, named as
+// istiod names it (kubernetes-gateway://<namespace>/<secret>), is the
+// credential of the Secret's name, still scoped by namespace.
+func TestLookupGatewayAPIName(t *testing.T) {
+	cert, key := selfSigned(t, "a")
+	set := NewSet([]*Credential{Parse("shop-cert", map[string][]byte{CertFile: cert, KeyFile: key, NamespaceFile: []byte("shop")})})
+	if _, err := set.Lookup("shop", "kubernetes-gateway://shop/shop-cert"); err != nil {
+		t.Error(err)
+	}
+	if _, err := set.Lookup("web", "kubernetes-gateway://shop/shop-cert"); !errors.Is(err, ErrNotPermitted) {
+		t.Errorf("for web: %v, want ErrNotPermitted", err)
+	}
+	if _, err := set.Lookup("shop", "kubernetes-gateway://shop/nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("nope: %v, want ErrNotFound", err)
+	}
+}

@@ -296,7 +296,7 @@ func hostMatch(ns string, l gwapi.Listener) []string {
 
 // serverTLS is a listener's TLS settings; the reason it is unusable, if
 // so. Certificates are served by SDS from baremesh's credentials under
-// the Secret's name ("<namespace>/<name>" across namespaces).
+// the Secret's name.
 func (c *converter) serverTLS(gw *config.Config, l gwapi.Listener) (*networking.ServerTLSSettings, string) {
 	if l.TLS == nil {
 		return nil, ""
@@ -312,14 +312,12 @@ func (c *converter) serverTLS(gw *config.Config, l gwapi.Listener) (*networking.
 		return nil, "certificateRef of kind " + k + " is not supported"
 	}
 	ns := gwapi.Deref(ref.Namespace, gw.Namespace)
-	name := ref.Name
-	if ns != gw.Namespace {
-		if !c.allowed("", "Secret", ref.Name, ns, "Gateway", gw.Namespace) {
-			return nil, "certificateRef " + ns + "/" + ref.Name + " not permitted by any ReferenceGrant"
-		}
-		name = ns + "/" + ref.Name
+	if ns != gw.Namespace && !c.allowed("", "Secret", ref.Name, ns, "Gateway", gw.Namespace) {
+		return nil, "certificateRef " + ns + "/" + ref.Name + " not permitted by any ReferenceGrant"
 	}
-	return &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: name}, ""
+	// istiod's SDS name for a Gateway API certificate; baremesh's
+	// credentials resolve it by the Secret's name.
+	return &networking.ServerTLSSettings{Mode: networking.ServerTLSSettings_SIMPLE, CredentialName: "kubernetes-gateway://" + ns + "/" + ref.Name}, ""
 }
 
 // finish turns the merged VirtualServices into configs, sorted, and

@@ -3,10 +3,15 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // gammaServices are echo.mesh (the service a client calls, selecting
@@ -217,5 +222,50 @@ spec:
 	_, _, _, denied := find("HTTPRoute", "apps", "other-ns")
 	if len(denied) != 1 || !has(denied[0], "Accepted", "False", "NotAllowedByListeners") {
 		t.Errorf("route other-ns: %+v", denied)
+	}
+}
+
+// TestGatewayAPIHTTPSCredentialOverSDS: an HTTPS listener of a Gateway
+// API Gateway whose certificateRefs name a Secret gets that credential
+// from the credentials directory over SDS, under istiod's name for it
+// (kubernetes-gateway://<namespace>/<secret>), on the gateway proxy that
+// carries the Gateway's gateway-name label; the served certificate makes
+// a working TLS server.
+func TestGatewayAPIHTTPSCredentialOverSDS(t *testing.T) {
+	ca := newTestCA(t)
+	creds := t.TempDir()
+	cert, key := ca.issue(t, "www.example.com", 10)
+	writeCredential(t, creds, "www-cert", map[string][]byte{"tls.crt": cert, "tls.key": key})
+	stateDir := t.TempDir()
+	m := startMeshWith(t, map[string]string{"gw.yaml": `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: ingress, namespace: istio-system}
+spec:
+  gatewayClassName: istio
+  listeners:
+  - {name: https, port: 443, protocol: HTTPS, hostname: www.example.com, tls: {certificateRefs: [{name: www-cert}]}}
+`}, func(c *daemon.Config) {
+		c.CredentialsDir = creds
+		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
+	})
+	g := newGatewayClient(t, m, stateDir, "istio-system", "ingress", ingressNode)
+	g.node.Metadata, _ = structpb.NewStruct(map[string]any{"LABELS": map[string]any{"gateway.networking.k8s.io/gateway-name": "ingress"}})
+	g.send(xdstype.Listener.URL, "", "")
+	lds, err := g.recv(xdstype.Listener.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := chains(t, lds); !slices.Equal(got, []string{"www.example.com"}) {
+		t.Fatalf("gateway chains %v, want www.example.com", got)
+	}
+	const name = "kubernetes-gateway://istio-system/www-cert"
+	g.send(xdstype.Secret.URL, "", "", name)
+	sds, err := g.recv(xdstype.Secret.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := secrets(t, sds)
+	if !handshake(t, got[name], ca, "www.example.com") {
+		t.Fatalf("secret %s: missing or not a working TLS server (got %v)", name, keys(got))
 	}
 }
