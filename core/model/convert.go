@@ -37,7 +37,7 @@ func (r *Registry) servicesFromEntry(c *config.Config, se *networking.ServiceEnt
 			Hostname: h, Namespace: c.Namespace, Ports: ports, Resolution: res,
 			MeshExternal: se.GetLocation() == networking.ServiceEntry_MESH_EXTERNAL,
 			ExportTo:     se.GetExportTo(), Labels: c.Labels, Selector: sel,
-			SubjectAltNames: se.GetSubjectAltNames(), Source: c.Key(),
+			SubjectAltNames: se.GetSubjectAltNames(), Source: c.Key(), CreationTime: c.CreationTime,
 		}
 		switch {
 		case len(se.GetAddresses()) > 0:

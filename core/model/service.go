@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/baremesh/baremesh/core/config"
 )
@@ -146,6 +147,9 @@ type Service struct {
 	SubjectAltNames []string
 	// Source is the ServiceEntry this service comes from.
 	Source config.Key
+	// CreationTime is its source's: where services conflict (two on one
+	// listener), istiod takes the oldest first.
+	CreationTime time.Time
 }
 
 // Key returns the service's key.
@@ -170,7 +174,7 @@ func (s *Service) Equal(o *Service) bool {
 		slices.Equal(s.Ports, o.Ports) && s.Resolution == o.Resolution &&
 		s.MeshExternal == o.MeshExternal && slices.Equal(s.ExportTo, o.ExportTo) &&
 		maps.Equal(s.Labels, o.Labels) && maps.Equal(s.Selector, o.Selector) &&
-		slices.Equal(s.SubjectAltNames, o.SubjectAltNames) && s.Source == o.Source
+		slices.Equal(s.SubjectAltNames, o.SubjectAltNames) && s.Source == o.Source && s.CreationTime.Equal(o.CreationTime)
 }
 
 // Endpoint is one address and port of a service port.

@@ -156,6 +156,9 @@ type serviceIndex struct {
 	all    []*model.Service
 	byKey  map[model.ServiceKey]*model.Service
 	byHost map[string][]*model.Service // a hostname in several namespaces
+	// byAge (ServicesByAge) is made on first use.
+	ageOnce sync.Once
+	byAge   []*model.Service
 }
 
 // kindIndex holds the configs of one kind, sorted by namespace and
@@ -169,6 +172,27 @@ type kindIndex struct {
 
 // Services returns every service, sorted by namespace and hostname.
 func (pc *PushContext) Services() []*model.Service { return pc.services.all }
+
+// ServicesByAge returns every service oldest first, in istiod's order
+// (SortServicesByCreationTime: creation time, then hostname, then
+// namespace): where services conflict (two claim one outbound listener),
+// istiod takes them in this order. Computed once per index; shared.
+func (pc *PushContext) ServicesByAge() []*model.Service {
+	ix := pc.services
+	ix.ageOnce.Do(func() {
+		ix.byAge = slices.Clone(ix.all)
+		slices.SortStableFunc(ix.byAge, func(a, b *model.Service) int {
+			if d := a.CreationTime.Compare(b.CreationTime); d != 0 {
+				return d
+			}
+			if d := strings.Compare(a.Hostname, b.Hostname); d != 0 {
+				return d
+			}
+			return strings.Compare(a.Namespace, b.Namespace)
+		})
+	})
+	return ix.byAge
+}
 
 // Service returns the service of hostname in namespace.
 func (pc *PushContext) Service(hostname, namespace string) *model.Service {

@@ -29,7 +29,7 @@ import (
 // same listener merge as istiod merges them (outEntry): HTTP and TCP
 // chains together are sniffed by the HTTP inspector, TCP chains for other
 // destination CIDRs are added, and of two chains with the same match the
-// first (snapshot order) stays; TLS services without an address share
+// older service's (push.ServicesByAge) stays; TLS services without an address share
 // one listener by SNI. Listeners are sorted by name. Under a Sidecar, a service port has a listener only when the
 // egress listener of that port imports the service (View.ListenerImports).
 func outboundListeners(v *scope.View) []*listenerv3.Listener {
@@ -61,7 +61,12 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 		return l, true
 	}
 	merged := map[string]*outEntry{} // listener name -> its HTTP/TCP/auto chains
-	for _, svc := range v.Services {
+	// Oldest first, as istiod: of two services that conflict on a
+	// listener, the older one's chain stays.
+	for _, svc := range v.Push.ServicesByAge() {
+		if !v.ServiceVisible(svc) {
+			continue
+		}
 		// addr is the service's address for this proxy, bind the
 		// listener address of its TCP, TLS and auto-detected ports; a
 		// service whose address is a CIDR listens on 0.0.0.0 with a

@@ -15,7 +15,9 @@ import (
 // as istiod merges them: an HTTP and a TCP service on 0.0.0.0:7070 are
 // told apart by the HTTP inspector (TCP the default chain); a TCP service
 // whose address is a CIDR matches its CIDR, the rest falls through; a
-// MySQL port does not join another protocol's listener.
+// MySQL port does not join another protocol's listener; of two TCP
+// services on one port the older one's chain stays (not the first by
+// name).
 func TestOutboundListenersMerge(t *testing.T) {
 	pc, err := gentest.Build([]byte(`
 apiVersion: networking.istio.io/v1
@@ -49,6 +51,22 @@ metadata: {name: d-http, namespace: default}
 spec:
   hosts: [d.example.com]
   ports: [{number: 3306, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: f-newer, namespace: default, creationTimestamp: "2024-02-01T00:00:00Z"}
+spec:
+  hosts: [a-newer.example.com]
+  ports: [{number: 6000, name: tcp, protocol: TCP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: g-older, namespace: default, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec:
+  hosts: [z-older.example.com]
+  ports: [{number: 6000, name: tcp, protocol: TCP}]
   resolution: DNS
 ---
 apiVersion: networking.istio.io/v1
@@ -101,6 +119,10 @@ spec:
 	}
 	if got := cluster(l.GetDefaultFilterChain()); got != gen.PassthroughCluster {
 		t.Errorf("5000: default chain to %q, want the passthrough", got)
+	}
+
+	if l := ls["0.0.0.0_6000"]; len(l.GetFilterChains()) != 1 || cluster(l.GetFilterChains()[0]) != "outbound|6000||z-older.example.com" {
+		t.Errorf("6000: %v, want the older service's chain only (istiod's order)", l.GetFilterChains())
 	}
 
 	l = ls["0.0.0.0_3306"]
