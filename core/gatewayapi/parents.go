@@ -207,10 +207,52 @@ func (c *converter) targets(route *config.Config, p parent, hostnames []string) 
 	}
 	for _, l := range p.listeners {
 		for _, h := range hosts {
+			if !c.allowedByIsolation(l, h) {
+				continue
+			}
 			out = append(out, vsTarget{key: l.internal + "/" + h, gateway: l.internal, host: h})
 		}
 	}
 	return out
+}
+
+// allowedByIsolation reports whether a route hostname bound to a
+// wildcard listener is left to it: a hostname a more specific listener
+// of the same gateway, port and protocol covers belongs to that one
+// (the API's listener isolation, as istiod).
+func (c *converter) allowedByIsolation(l *listener, routeHost string) bool {
+	ours := gwapi.Deref(l.spec.Hostname, "")
+	if ours != "" && !strings.HasPrefix(ours, "*") {
+		return true
+	}
+	if ours != "" && !hostMatches(ours, routeHost) && !hostMatches(routeHost, ours) && routeHost != "*" {
+		return false
+	}
+	for _, other := range c.listeners[l.gw.Namespace+"/"+l.gw.Name] {
+		theirs := gwapi.Deref(other.spec.Hostname, "")
+		if other == l || other.spec.Port != l.spec.Port || other.spec.Protocol != l.spec.Protocol || theirs == ours {
+			continue
+		}
+		if len(ours) > len(theirs) {
+			continue
+		}
+		if subsetOf(routeHost, theirs) {
+			return false
+		}
+	}
+	return true
+}
+
+// subsetOf reports whether every name a matches, b matches ("" and "*"
+// match everything).
+func subsetOf(a, b string) bool {
+	if b == "" || b == "*" || a == b {
+		return true
+	}
+	if suffix, ok := strings.CutPrefix(b, "*"); ok {
+		return strings.HasSuffix(a, suffix) && len(a) > len(suffix)
+	}
+	return false
 }
 
 func (c *converter) add(t vsTarget, ns string, part vsPart) {
