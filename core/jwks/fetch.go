@@ -49,6 +49,7 @@ type Fetcher struct {
 	entries map[Source]Entry
 	next    map[Source]time.Time // when to fetch next
 	backoff map[Source]time.Duration
+	timeout map[Source]time.Duration // per-source fetch timeouts (jwtRule.timeout)
 	set     *Set
 	kick    chan struct{}
 }
@@ -127,6 +128,14 @@ func (f *Fetcher) Want(srcs []Source) {
 	}
 }
 
+// SetTimeouts sets per-source fetch timeouts (TimeoutsOf); a source
+// without one uses Options.Timeout.
+func (f *Fetcher) SetTimeouts(t map[Source]time.Duration) {
+	f.mu.Lock()
+	f.timeout = t
+	f.mu.Unlock()
+}
+
 // Current returns the latest set.
 func (f *Fetcher) Current() *Set {
 	f.mu.Lock()
@@ -188,9 +197,15 @@ func (f *Fetcher) fetchDue(ctx context.Context) {
 	var wg sync.WaitGroup
 	for i, s := range due {
 		wg.Add(1)
+		f.mu.Lock()
+		timeout := f.timeout[s]
+		f.mu.Unlock()
+		if timeout <= 0 {
+			timeout = f.opts.Timeout
+		}
 		go func() {
 			defer wg.Done()
-			keys, err := f.fetch(ctx, s)
+			keys, err := f.fetch(ctx, s, timeout)
 			results[i] = result{src: s, keys: keys, err: err}
 		}()
 	}
@@ -240,11 +255,11 @@ func (f *Fetcher) fetchDue(ctx context.Context) {
 
 // fetch gets src's key set: its URI, or the jwks_uri its issuer's
 // discovery document names.
-func (f *Fetcher) fetch(ctx context.Context, src Source) (string, error) {
+func (f *Fetcher) fetch(ctx context.Context, src Source, timeout time.Duration) (string, error) {
 	uri := src.URI
 	if uri == "" {
 		doc := strings.TrimSuffix(src.Issuer, "/") + "/.well-known/openid-configuration"
-		body, err := f.get(ctx, doc)
+		body, err := f.get(ctx, doc, timeout)
 		if err != nil {
 			return "", fmt.Errorf("openid discovery %s: %w", doc, err)
 		}
@@ -256,7 +271,7 @@ func (f *Fetcher) fetch(ctx context.Context, src Source) (string, error) {
 		}
 		uri = d.JWKSURI
 	}
-	body, err := f.get(ctx, uri)
+	body, err := f.get(ctx, uri, timeout)
 	if err != nil {
 		return "", fmt.Errorf("jwksUri %s: %w", uri, err)
 	}
@@ -269,8 +284,8 @@ func (f *Fetcher) fetch(ctx context.Context, src Source) (string, error) {
 // ErrTooLarge is the error of a body over Options.MaxSize.
 var ErrTooLarge = errors.New("body too large")
 
-func (f *Fetcher) get(ctx context.Context, uri string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
+func (f *Fetcher) get(ctx context.Context, uri string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uri, nil)
 	if err != nil {
@@ -279,7 +294,7 @@ func (f *Fetcher) get(ctx context.Context, uri string) ([]byte, error) {
 	resp, err := f.opts.Client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("timed out after %v: %w", f.opts.Timeout, err)
+			return nil, fmt.Errorf("timed out after %v: %w", timeout, err)
 		}
 		return nil, err
 	}
@@ -287,7 +302,7 @@ func (f *Fetcher) get(ctx context.Context, uri string) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.opts.MaxSize+1))
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			return nil, fmt.Errorf("timed out after %v reading the body: %w", f.opts.Timeout, err)
+			return nil, fmt.Errorf("timed out after %v reading the body: %w", timeout, err)
 		}
 		return nil, fmt.Errorf("reading the body: %w", err)
 	}

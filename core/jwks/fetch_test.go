@@ -2,6 +2,7 @@ package jwks_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/jwks"
 	"github.com/baremesh/baremesh/core/testkit"
 )
@@ -223,4 +227,45 @@ func TestCheck(t *testing.T) {
 	if err := jwks.Check([]byte(jwks.PublicOnly)); err != nil {
 		t.Errorf("PublicOnly: %v", err)
 	}
+}
+
+// TestRuleTimeout: a jwtRule's timeout bounds its source's fetch (as
+// istiod fetches with it), over the fetcher's default.
+func TestRuleTimeout(t *testing.T) {
+	srv := newServer(t, keyA)
+	srv.stalled.Store(true)
+	src := jwks.Source{URI: srv.URL + "/keys"}
+	const ra = "apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: r, namespace: ns}\nspec:\n  jwtRules: [{issuer: x, jwksUri: 'URI', timeout: 150ms}]\n"
+	cfgs := mustConfigs(t, strings.Replace(ra, "URI", src.URI, 1))
+	if got := jwks.TimeoutsOf(cfgs)[src]; got != 150*time.Millisecond {
+		t.Fatalf("TimeoutsOf = %v, want 150ms", got)
+	}
+	f := jwks.New(jwks.Options{Timeout: time.Hour})
+	f.SetTimeouts(jwks.TimeoutsOf(cfgs))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	f.Want(jwks.SourcesOf(cfgs))
+	testkit.Eventually(t, "the rule's timeout", func() bool {
+		e := errOf(f, src)
+		return e != nil && strings.Contains(e.Error(), "timed out after 150ms")
+	})
+}
+
+func mustConfigs(t *testing.T, manifest string) []config.Config {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Typed(raw, config.Source{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []config.Config{c}
 }

@@ -168,6 +168,32 @@ func SourcesOf(cfgs []config.Config) []Source {
 	return slices.Compact(out)
 }
 
+// TimeoutsOf returns the fetch timeout the jwtRules of cfgs set per
+// source (a rule's timeout, as istiod fetches with it; the longest when
+// rules share a source); sources without one are absent.
+func TimeoutsOf(cfgs []config.Config) map[Source]time.Duration {
+	out := map[Source]time.Duration{}
+	for _, c := range cfgs {
+		ra, ok := c.Spec.(*security.RequestAuthentication)
+		if !ok {
+			continue
+		}
+		for _, r := range ra.GetJwtRules() {
+			if r.GetJwks() != "" || r.GetTimeout() == nil {
+				continue
+			}
+			src := Source{URI: r.GetJwksUri()}
+			if src.URI == "" {
+				src.Issuer = r.GetIssuer()
+			}
+			if d := r.GetTimeout().AsDuration(); d > out[src] {
+				out[src] = d
+			}
+		}
+	}
+	return out
+}
+
 // ErrNotJWKS is the error of a body that is not a JSON Web Key Set.
 var ErrNotJWKS = errors.New("not a JSON Web Key Set")
 

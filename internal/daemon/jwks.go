@@ -22,7 +22,9 @@ func (d *Daemon) startJWKS(ctx context.Context, goRun func(func())) {
 	})
 	d.jwks.Store(f)
 	d.pipeline.AddListener(func(pc *push.PushContext, _ *push.Request) {
-		f.Want(jwks.SourcesOf(pc.Configs(config.RequestAuthentication)))
+		ras := pc.Configs(config.RequestAuthentication)
+		f.SetTimeouts(jwks.TimeoutsOf(ras))
+		f.Want(jwks.SourcesOf(ras))
 	})
 	goRun(func() { f.Run(ctx) })
 }
