@@ -88,6 +88,7 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 	if gatewaySemantics(c) {
 		applyGatewaySemantics(out)
 	}
+	vsTelemetry(c, b.port, out) // telemetry.go
 	return out
 }
 

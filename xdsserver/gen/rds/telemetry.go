@@ -3,8 +3,11 @@ package rds
 import (
 	"strconv"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
@@ -26,16 +29,39 @@ func decorate(rc *routev3.RouteConfiguration) {
 			if !ok || k.Direction != gen.Outbound {
 				continue
 			}
-			path := "/*"
-			switch m := r.GetMatch(); {
-			case m.GetPrefix() != "":
-				path = m.GetPrefix() + "*"
-			case m.GetPath() != "":
-				path = m.GetPath()
-			case m.GetSafeRegex() != nil:
-				path = m.GetSafeRegex().GetRegex()
-			}
-			r.Decorator = &routev3.Decorator{Operation: k.Host + ":" + strconv.Itoa(int(k.Port)) + path}
+			r.Decorator = &routev3.Decorator{Operation: k.Host + ":" + strconv.Itoa(int(k.Port)) + matchPath(r.GetMatch())}
 		}
 	}
+}
+
+// vsTelemetry marks the routes of VirtualService c as istiod does: the
+// resource in filter_metadata.istio.config (one value shared by its
+// routes), and, for a route to several clusters (or a redirect or a
+// direct response), the decorator "VS_NAME:PORT" and the match's path.
+func vsTelemetry(c *config.Config, port uint32, routes []*routev3.Route) {
+	if len(routes) == 0 {
+		return
+	}
+	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: map[string]*structpb.Value{
+		"config": structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + c.Namespace + "/virtual-service/" + c.Name),
+	}}}}
+	for _, r := range routes {
+		r.Metadata = md
+		if _, ok := gen.ParseClusterName(r.GetRoute().GetCluster()); ok {
+			continue // decorate names it after its cluster
+		}
+		r.Decorator = &routev3.Decorator{Operation: c.Name + ":" + strconv.Itoa(int(port)) + matchPath(r.GetMatch())}
+	}
+}
+
+func matchPath(m *routev3.RouteMatch) string {
+	switch {
+	case m.GetPrefix() != "":
+		return m.GetPrefix() + "*"
+	case m.GetPath() != "":
+		return m.GetPath()
+	case m.GetSafeRegex() != nil:
+		return m.GetSafeRegex().GetRegex()
+	}
+	return "/*"
 }
