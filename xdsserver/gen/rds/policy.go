@@ -1,6 +1,8 @@
 package rds
 
 import (
+	"net/http"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -8,6 +10,7 @@ import (
 	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -49,10 +52,16 @@ var notSampled = gen.Bool(false)
 // noTimeout is the zero route timeout (none), shared and never altered.
 var noTimeout = gen.Duration(0)
 
-// retry maps HTTPRetry for Envoy: nil keeps Istio's default policy, zero
-// attempts disables retries.
-func retry(r *networking.HTTPRetry) *routev3.RetryPolicy {
+// retry maps HTTPRetry for Envoy as istiod's retry.ConvertPolicy: nil
+// keeps Istio's default policy, zero attempts disables retries; status
+// codes in retryOn become retriable_status_codes; a route that hashes
+// (hashed: consistent hash load balancing) does not avoid previous hosts
+// unless retryIgnorePreviousHosts says so.
+func retry(r *networking.HTTPRetry, hashed bool) *routev3.RetryPolicy {
 	if r == nil {
+		if hashed {
+			return defaultHashRetryPolicy
+		}
 		return defaultRetryPolicy
 	}
 	if r.GetAttempts() <= 0 {
@@ -63,14 +72,61 @@ func retry(r *networking.HTTPRetry) *routev3.RetryPolicy {
 		RetryHostPredicate: previousHosts, HostSelectionRetryMaxAttempts: 5,
 		PerTryTimeout: r.GetPerTryTimeout(),
 	}
-	if on := r.GetRetryOn(); on != "" {
-		p.RetryOn = on
+	if hashed {
+		p.RetryHostPredicate = nil
 	}
-	if r.GetRetryIgnorePreviousHosts() != nil && !r.GetRetryIgnorePreviousHosts().GetValue() {
-		p.RetryHostPredicate, p.HostSelectionRetryMaxAttempts = nil, 0
+	if on := r.GetRetryOn(); on != "" {
+		p.RetryOn, p.RetriableStatusCodes = parseRetryOn(on)
+		if len(p.RetriableStatusCodes) > 0 && !strings.Contains(p.RetryOn, "retriable-status-codes") {
+			p.RetryOn += ",retriable-status-codes"
+		}
+	}
+	if ign := r.GetRetryIgnorePreviousHosts(); ign != nil {
+		p.RetryHostPredicate = nil
+		if ign.GetValue() {
+			p.RetryHostPredicate = previousHosts
+		}
+	}
+	if r.GetRetryRemoteLocalities().GetValue() {
+		p.RetryPriority = previousPriorities
+	}
+	if b := r.GetBackoff(); b != nil {
+		p.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: b}
 	}
 	return p
 }
+
+// parseRetryOn splits retryOn into Envoy's retry_on conditions and the
+// HTTP status codes among them, as istiod's parseRetryOn.
+func parseRetryOn(on string) (string, []uint32) {
+	var conds []string
+	var codes []uint32
+	for _, part := range strings.Split(on, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(part); err == nil && http.StatusText(n) != "" {
+			codes = append(codes, uint32(n))
+			continue
+		}
+		conds = append(conds, part)
+	}
+	return strings.Join(conds, ","), codes
+}
+
+// Shared, never altered: the default policy of a route that hashes
+// (istiod's cachedDefaultConsistentHashPolicy), and retryRemoteLocalities'
+// priority (previous priorities, updated every 2 attempts).
+var (
+	defaultHashRetryPolicy = &routev3.RetryPolicy{RetryOn: defaultRetryOn, NumRetries: gen.U32(2), HostSelectionRetryMaxAttempts: 5}
+	previousPriorities     = &routev3.RetryPolicy_RetryPriority{
+		Name: "envoy.retry_priorities.previous_priorities",
+		ConfigType: &routev3.RetryPolicy_RetryPriority_TypedConfig{
+			TypedConfig: gen.MustAny(&previousprioritiesv3.PreviousPrioritiesConfig{UpdateFrequency: 2}),
+		},
+	}
+)
 
 // percent is an Istio percentage as a fraction per million (def percent
 // when unset).

@@ -4,6 +4,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -327,6 +328,9 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 	// RING_HASH cluster hashes every request afresh.
 	if b.v.HasDestinationRules() {
 		ra.HashPolicy = b.hashPolicy(b.v.ServiceFor(host), b.port, "")
+		if len(ra.HashPolicy) > 0 {
+			ra.RetryPolicy = defaultHashRetryPolicy
+		}
 	}
 	return r
 }
@@ -350,9 +354,9 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 			host, svc, port := b.dest(ns, d.GetDestination())
 			cw := &routev3.WeightedCluster_ClusterWeight{Name: gen.ClusterName(gen.Outbound, port, d.GetDestination().GetSubset(), host), Weight: gen.U32(uint32(d.GetWeight()))}
 			clusterHeaders(cw, d.GetHeaders())
-			if len(wc.Clusters) == 0 {
-				ra.HashPolicy = b.hashPolicy(svc, port, d.GetDestination().GetSubset())
-			}
+			// Every weighted destination's hash policy, as istiod's
+			// processWeightedDestination.
+			ra.HashPolicy = append(ra.HashPolicy, b.hashPolicy(svc, port, d.GetDestination().GetSubset())...)
 			wc.Clusters = append(wc.Clusters, cw)
 		}
 		ra.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: wc}
@@ -374,13 +378,13 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 	// gRPC reads the retry conditions it knows and ignores the others
 	// and the host predicate, so a proxyless client gets istiod's policy
 	// too (Istio's default when the route sets none).
-	ra.RetryPolicy = retry(hr.GetRetries())
+	ra.RetryPolicy = retry(hr.GetRetries(), one != nil && len(ra.HashPolicy) > 0)
 	for _, mp := range mirrors(hr) {
 		// As istiod: the mirrored request keeps its Host (Envoy would
 		// append "-shadow", so the mirror's virtual hosts would not match)
 		// and starts no trace of its own.
 		ra.RequestMirrorPolicies = append(ra.RequestMirrorPolicies, &routev3.RouteAction_RequestMirrorPolicy{
-			Cluster: b.cluster(ns, mp.GetDestination()), RuntimeFraction: fraction(mp.GetPercentage(), 100),
+			Cluster: b.cluster(ns, mp.GetDestination()), RuntimeFraction: mirrorFraction(mp.GetPercentage()),
 			TraceSampled: notSampled, DisableShadowHostSuffixAppend: true,
 		})
 	}
@@ -452,6 +456,18 @@ func (b *routeBuilder) cluster(ns string, d *networking.Destination) string {
 	host, _, port := b.dest(ns, d)
 	return gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
 }
+
+// mirrorFraction is a mirror's share, as istiod's MirrorPercent: a
+// percentage per million; none, all of it (100 per hundred).
+func mirrorFraction(p *networking.Percent) *corev3.RuntimeFractionalPercent {
+	if p == nil {
+		return mirrorAll
+	}
+	return fraction(p, 100)
+}
+
+// mirrorAll is shared and never altered.
+var mirrorAll = &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{Numerator: 100, Denominator: typev3.FractionalPercent_HUNDRED}}
 
 // fraction is a percentage (default def when unset) as a runtime
 // fraction per million, as Istio writes it.
