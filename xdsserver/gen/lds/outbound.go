@@ -34,7 +34,6 @@ import (
 // egress listener of that port imports the service (View.ListenerImports).
 func outboundListeners(v *scope.View) []*listenerv3.Listener {
 	byName := map[string]*listenerv3.Listener{}
-	sni := map[string][]string{} // listener name -> server names used
 	var out []*listenerv3.Listener
 	opts := newHCMOpts(v, outboundHTTP)
 	passthroughChain := outboundFallthrough(v)
@@ -85,51 +84,20 @@ func outboundListeners(v *scope.View) []*listenerv3.Listener {
 				continue // imported by another port's egress listener only
 			}
 			lp := scope.ListenerProtocol(p)
-			switch lp {
-			case scope.ListenHTTP, scope.ListenTCP, scope.ListenAuto:
-				lbind := bind
-				if lp == scope.ListenHTTP {
-					lbind = "0.0.0.0"
-				}
-				l, fresh := newListener(lbind, p.Number)
-				e := merged[l.Name]
-				if !fresh && e == nil {
-					continue // a TLS port's listener
-				}
-				if fresh {
-					e = &outEntry{l: l, protocol: p.Protocol}
-					merged[l.Name] = e
-				}
-				e.add(v, opts, svc, p, lp, addr, lbind, cidrs, fresh)
-			case scope.ListenTLS:
-				shared := addr == ""
-				l, fresh := newListener(bind, p.Number)
-				if !fresh && (!shared || merged[l.Name] != nil) {
-					continue
-				}
-				stat := outboundCluster(svc, p)
-				// The service's SNI chain and its listener's default chain
-				// share one (never altered) tcp_proxy filter list.
-				filters := []*listenerv3.Filter{tcpProxy(stat, stat)}
-				if fresh {
-					l.ListenerFilters = []*listenerv3.ListenerFilter{tlsInspector()}
-					if !shared {
-						l.DefaultFilterChain = &listenerv3.FilterChain{Filters: filters}
-					} else {
-						l.DefaultFilterChain = passthroughChain
-					}
-				}
-				if shared { // only a shared listener sees a hostname twice
-					if slices.Contains(sni[l.Name], svc.Hostname) {
-						continue
-					}
-					sni[l.Name] = append(sni[l.Name], svc.Hostname)
-				}
-				l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}},
-					Filters:          filters,
-				})
+			if lp == scope.ListenNone {
+				continue
 			}
+			lbind := bind
+			if lp == scope.ListenHTTP {
+				lbind = "0.0.0.0"
+			}
+			l, fresh := newListener(lbind, p.Number)
+			e := merged[l.Name]
+			if fresh {
+				e = &outEntry{l: l, protocol: p.Protocol}
+				merged[l.Name] = e
+			}
+			e.add(v, opts, svc, p, lp, addr, lbind, cidrs, fresh)
 		}
 	}
 	for _, e := range merged {

@@ -26,17 +26,19 @@ type outEntry struct {
 }
 
 // outChain is one chain of an outEntry: its destination CIDRs (none:
-// every destination) and whether it is the HTTP chain (selected by the
-// HTTP inspector's application protocols).
+// every destination), its server names (a TLS service's) and whether it
+// is the HTTP chain (selected by the HTTP inspector's application
+// protocols).
 type outChain struct {
 	cidrs []string
+	sni   []string // a TLS service's host, matched by the TLS inspector
 	http  bool
 	fc    *listenerv3.FilterChain
 }
 
 // conflicts: istiod's filterChainOpts.conflictsWith for our chains.
 func (c outChain) conflicts(o outChain) bool {
-	return c.http == o.http && slices.Equal(c.cidrs, o.cidrs)
+	return c.http == o.http && slices.Equal(c.cidrs, o.cidrs) && slices.Equal(c.sni, o.sni)
 }
 
 // add merges the chains of svc's port p, as istiod's
@@ -69,6 +71,21 @@ func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.
 	}
 	var in []outChain
 	switch lp {
+	case scope.ListenTLS:
+		// TCP to istiod: a chain for the host's SNI and, on the service's
+		// own address, every other connection too; the two share one
+		// (never altered) tcp_proxy filter list.
+		stat := outboundCluster(svc, p)
+		filters := []*listenerv3.Filter{tcpProxy(stat, stat)}
+		in = []outChain{{cidrs: cidrs, sni: []string{svc.Hostname}, fc: &listenerv3.FilterChain{
+			FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}}, Filters: filters,
+		}}}
+		if addr != "" {
+			in = append(in, outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: filters}})
+		}
+		if !fresh && e.protocol.IsHTTP() {
+			e.protocol = model.Unsupported
+		}
 	case scope.ListenHTTP:
 		if !fresh && e.protocol != model.Unsupported && !e.protocol.IsHTTP() {
 			in = []outChain{http()} // HTTP over TCP
@@ -113,24 +130,33 @@ func wellKnown(incoming, existing model.Protocol) bool {
 // where an HTTP chain needs it.
 func (e *outEntry) assemble(passthrough *listenerv3.FilterChain) {
 	l := e.l
+	tls, http := false, false
 	for _, c := range e.chains {
-		if c.http {
-			l.ListenerFilters = []*listenerv3.ListenerFilter{httpInspector()}
-		}
-		if !c.http && len(c.cidrs) == 0 {
+		tls, http = tls || len(c.sni) > 0, http || c.http
+		if !c.http && len(c.cidrs) == 0 && len(c.sni) == 0 {
 			l.DefaultFilterChain = c.fc
 			continue
 		}
 		if len(c.cidrs) > 0 {
-			m := &listenerv3.FilterChainMatch{}
+			m := c.fc.GetFilterChainMatch()
+			if m == nil {
+				m = &listenerv3.FilterChainMatch{}
+				c.fc.FilterChainMatch = m
+			}
 			for _, cidr := range c.cidrs {
 				if r := cidrRange(cidr); r != nil {
 					m.PrefixRanges = append(m.PrefixRanges, r)
 				}
 			}
-			c.fc.FilterChainMatch = m
 		}
 		l.FilterChains = append(l.FilterChains, c.fc)
+	}
+	// As istiod: the TLS inspector first, then the HTTP inspector.
+	if tls {
+		l.ListenerFilters = append(l.ListenerFilters, tlsInspector())
+	}
+	if http {
+		l.ListenerFilters = append(l.ListenerFilters, httpInspector())
 	}
 	switch {
 	case l.DefaultFilterChain != nil && len(l.FilterChains) == 0:

@@ -17,7 +17,7 @@ import (
 // whose address is a CIDR matches its CIDR, the rest falls through; a
 // MySQL port does not join another protocol's listener; of two TCP
 // services on one port the older one's chain stays (not the first by
-// name).
+// name); a TLS and an HTTP service share a port by SNI and sniffing.
 func TestOutboundListenersMerge(t *testing.T) {
 	pc, err := gentest.Build([]byte(`
 apiVersion: networking.istio.io/v1
@@ -67,6 +67,22 @@ metadata: {name: g-older, namespace: default, creationTimestamp: "2024-01-01T00:
 spec:
   hosts: [z-older.example.com]
   ports: [{number: 6000, name: tcp, protocol: TCP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: h-tls, namespace: default}
+spec:
+  hosts: [tls.example.com]
+  ports: [{number: 7443, name: tls, protocol: TLS}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: i-http, namespace: default}
+spec:
+  hosts: [web.example.com]
+  ports: [{number: 7443, name: http, protocol: HTTP}]
   resolution: DNS
 ---
 apiVersion: networking.istio.io/v1
@@ -123,6 +139,15 @@ spec:
 
 	if l := ls["0.0.0.0_6000"]; len(l.GetFilterChains()) != 1 || cluster(l.GetFilterChains()[0]) != "outbound|6000||z-older.example.com" {
 		t.Errorf("6000: %v, want the older service's chain only (istiod's order)", l.GetFilterChains())
+	}
+
+	l = ls["0.0.0.0_7443"]
+	var names []string
+	for _, f := range l.GetListenerFilters() {
+		names = append(names, f.GetName())
+	}
+	if len(names) != 2 || names[0] != "envoy.filters.listener.tls_inspector" || names[1] != "envoy.filters.listener.http_inspector" || len(l.GetFilterChains()) != 2 {
+		t.Errorf("7443 (TLS and HTTP): inspectors %v, %d chains, want both inspectors, the SNI and the HTTP chain", names, len(l.GetFilterChains()))
 	}
 
 	l = ls["0.0.0.0_3306"]
