@@ -1,17 +1,22 @@
 package lds
 
 import (
+	"sort"
 	"strings"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	celv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/filters/cel/v3"
+	grpcalv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	otelv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
+	otlpcommon "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/gen/telemetry"
 )
 
@@ -56,7 +61,7 @@ const (
 // with no Telemetry access logging, the mesh's accessLogFile (in
 // accessLogEncoding and accessLogFormat); else one per provider the
 // Telemetry resolves to, each with its CEL filter.
-func accessLogsOf(cfg *telemetry.Config) []*accesslogv3.AccessLog {
+func accessLogsOf(cfg *telemetry.Config, v *scope.View) []*accesslogv3.AccessLog {
 	if cfg.Logging == nil {
 		if f := cfg.Mesh.GetAccessLogFile(); f != "" {
 			return []*accesslogv3.AccessLog{meshFileLog(f, cfg.Mesh)}
@@ -65,7 +70,7 @@ func accessLogsOf(cfg *telemetry.Config) []*accesslogv3.AccessLog {
 	}
 	var out []*accesslogv3.AccessLog
 	for _, l := range cfg.Logging {
-		al := providerLog(l.Provider, cfg.Mesh)
+		al := providerLog(l.Provider, cfg.Mesh, v)
 		if al == nil {
 			continue
 		}
@@ -122,8 +127,12 @@ func jsonLogFormat(s *structpb.Struct, omitEmpty bool) *filev3.FileAccessLog_Log
 }
 
 // providerLog is the access log of one extension provider (Envoy's file
-// access log; other kinds are not configured: nil).
-func providerLog(p *meshv1alpha1.MeshConfig_ExtensionProvider, m *meshv1alpha1.MeshConfig) *accesslogv3.AccessLog {
+// access log, the OpenTelemetry access log service; other kinds are not
+// configured: nil).
+func providerLog(p *meshv1alpha1.MeshConfig_ExtensionProvider, m *meshv1alpha1.MeshConfig, v *scope.View) *accesslogv3.AccessLog {
+	if o, ok := p.GetProvider().(*meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyOtelAls); ok {
+		return otelLog(o.EnvoyOtelAls, v)
+	}
 	x, ok := p.GetProvider().(*meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyFileAccessLog)
 	if !ok {
 		return nil
@@ -140,4 +149,47 @@ func providerLog(p *meshv1alpha1.MeshConfig_ExtensionProvider, m *meshv1alpha1.M
 		fl.AccessLogFormat = textLogFormat(lf.GetText(), f.GetOmitEmptyValues())
 	}
 	return &accesslogv3.AccessLog{Name: fileAccessLogName, ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: gen.MustAny(fl)}}
+}
+
+// otelLog is istiod's OpenTelemetry access log: to the provider's service
+// (a service of the mesh) over gRPC, the text format as the body, the
+// labels as attributes, the peer metadata filter states logged; nil when
+// the service is unknown.
+func otelLog(p *meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyOpenTelemetryLogProvider, v *scope.View) *accesslogv3.AccessLog {
+	host, cluster, ok := lookupCluster(v, p.GetService(), p.GetPort())
+	if !ok {
+		return nil
+	}
+	name := p.GetLogName()
+	if name == "" {
+		name = "otel_envoy_accesslog"
+	}
+	format := istioTextLogFormat
+	if t := p.GetLogFormat().GetText(); t != "" {
+		format = t
+	}
+	cfg := &otelv3.OpenTelemetryAccessLogConfig{
+		CommonConfig: &grpcalv3.CommonGrpcAccessLogConfig{
+			LogName: name,
+			GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{
+				ClusterName: cluster, Authority: host,
+			}}},
+			TransportApiVersion:     corev3.ApiVersion_V3,
+			FilterStateObjectsToLog: []string{"upstream_peer", "downstream_peer", "wasm.upstream_peer", "wasm.upstream_peer_id", "wasm.downstream_peer", "wasm.downstream_peer_id"},
+		},
+		DisableBuiltinLabels: true,
+		Body:                 &otlpcommon.AnyValue{Value: &otlpcommon.AnyValue_StringValue{StringValue: format}},
+	}
+	if labels := p.GetLogFormat().GetLabels().GetFields(); len(labels) > 0 {
+		keys := make([]string, 0, len(labels))
+		for k := range labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		cfg.Attributes = &otlpcommon.KeyValueList{}
+		for _, k := range keys {
+			cfg.Attributes.Values = append(cfg.Attributes.Values, &otlpcommon.KeyValue{Key: k, Value: &otlpcommon.AnyValue{Value: &otlpcommon.AnyValue_StringValue{StringValue: labels[k].GetStringValue()}}})
+		}
+	}
+	return &accesslogv3.AccessLog{Name: "envoy.access_loggers.open_telemetry", ConfigType: &accesslogv3.AccessLog_TypedConfig{TypedConfig: gen.MustAny(cfg)}}
 }

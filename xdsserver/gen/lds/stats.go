@@ -99,7 +99,7 @@ func tcpTelemetry(v *scope.View, ls []*listenerv3.Listener) {
 		t := per[class]
 		if t == nil {
 			cfg := telemetry.For(v.Push, v.Proxy, telemetryClass(class))
-			t = &tcpTel{logs: accessLogsOf(cfg)}
+			t = &tcpTel{logs: accessLogsOf(cfg, v)}
 			for _, a := range statsConfigs(cfg, class, v.Proxy.IstioProxy) {
 				t.stats = append(t.stats, &listenerv3.Filter{Name: statsName, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: a}})
 			}

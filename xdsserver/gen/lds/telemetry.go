@@ -126,7 +126,7 @@ func withTelemetry(o hcmOpts, v *scope.View) hcmOpts {
 	if o.istio {
 		t.stats = statsFilters(cfg, o.class) // stats.go: istio.stats is istio-proxy's
 	}
-	t.accessLog = accessLogsOf(cfg)
+	t.accessLog = accessLogsOf(cfg, v)
 	key := t.key()
 	if old, ok := telemetryMemo.LoadOrStore(key, t); ok {
 		t = old.(*hcmTelemetry)
