@@ -15,7 +15,10 @@ import (
 func (r *Registry) servicesFromEntry(c *config.Config, se *networking.ServiceEntry) []*Service {
 	ports := make([]Port, 0, len(se.GetPorts()))
 	for _, p := range se.GetPorts() {
-		ports = append(ports, Port{Name: p.GetName(), Number: p.GetNumber(), Protocol: ParseProtocol(p.GetProtocol(), p.GetName()), TargetPort: p.GetTargetPort()})
+		// Only the protocol field, as istiod's convertPort: a name such as
+		// "http-web" says nothing for a ServiceEntry (it does for a
+		// Kubernetes Service); without a protocol the port is sniffed.
+		ports = append(ports, Port{Name: p.GetName(), Number: p.GetNumber(), Protocol: ParseProtocol(p.GetProtocol(), ""), TargetPort: p.GetTargetPort()})
 	}
 	res := ClientSideLB
 	switch se.GetResolution() {

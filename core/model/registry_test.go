@@ -95,8 +95,10 @@ func TestSelectorEndpointsAndIncrementalChanges(t *testing.T) {
 	if e.Address != "10.0.0.1" || e.Network != "net1" || e.Locality != "r1/z1" || e.Weight != 3 || e.ServiceAccount != "sa" || e.Labels["version"] != "v1" {
 		t.Fatalf("endpoint = %+v", e)
 	}
-	if svcs[0].Ports[1].Protocol != model.GRPC {
-		t.Fatalf("port name grpc-api should give GRPC, got %q", svcs[0].Ports[1].Protocol)
+	// A ServiceEntry port's name says nothing of its protocol (istiod's
+	// convertPort): without one it is sniffed.
+	if svcs[0].Ports[1].Protocol != model.Unsupported {
+		t.Fatalf("port named grpc-api without a protocol should be sniffed, got %q", svcs[0].Ports[1].Protocol)
 	}
 
 	// A new selected workload: endpoints only.

@@ -328,9 +328,6 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 	// RING_HASH cluster hashes every request afresh.
 	if b.v.HasDestinationRules() {
 		ra.HashPolicy = b.hashPolicy(b.v.ServiceFor(host), b.port, "")
-		if len(ra.HashPolicy) > 0 {
-			ra.RetryPolicy = defaultHashRetryPolicy
-		}
 	}
 	return r
 }
