@@ -108,7 +108,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 				l.FilterChains = append(l.FilterChains, &b.fc)
 			default:
 				tls = tls || s.Server.GetTls() != nil
-				for _, fc := range l4Chains(v, s, boundTo(s.Gateway), stat) {
+				for _, fc := range l4Chains(v, s, boundTo(s.Gateway)) {
 					if claim(fc.GetFilterChainMatch().GetServerNames()) {
 						if gwTCP != nil {
 							fc.Filters = append(slices.Clip(gwTCP), fc.Filters...)
@@ -258,10 +258,14 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *gen.Proxy, t *net
 	return ts
 }
 
+// tcpProxyTo1 is a tcp_proxy to one cluster, named after it (istiod's
+// stat prefix for a single destination).
+func tcpProxyTo1(cluster string) *listenerv3.Filter { return tcpProxy(cluster, cluster) }
+
 // l4Chains are the chains of a TLS passthrough or TCP server: one per
 // TLS route (SNI) or the first TCP route of the VirtualServices bound to
 // the server's gateway whose hosts the server selects.
-func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, stat string) []*listenerv3.FilterChain {
+func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config) []*listenerv3.FilterChain {
 	port := s.Server.GetPort().GetNumber()
 	var out []*listenerv3.FilterChain
 	dest := func(ns string, d *networking.Destination) string {
@@ -292,7 +296,7 @@ func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, stat s
 					slices.Sort(names)
 					out = append(out, &listenerv3.FilterChain{
 						FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: names},
-						Filters:          []*listenerv3.Filter{tcpProxy(stat, dest(c.Namespace, r.GetRoute()[0].GetDestination()))},
+						Filters:          []*listenerv3.Filter{tcpProxyTo1(dest(c.Namespace, r.GetRoute()[0].GetDestination()))},
 					})
 				}
 			}
@@ -300,7 +304,7 @@ func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, stat s
 		}
 		for _, r := range vs.GetTcp() {
 			if len(r.GetRoute()) > 0 {
-				return append(out, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxy(stat, dest(c.Namespace, r.GetRoute()[0].GetDestination()))}})
+				return append(out, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo1(dest(c.Namespace, r.GetRoute()[0].GetDestination()))}})
 			}
 		}
 	}
