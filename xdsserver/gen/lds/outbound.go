@@ -11,8 +11,10 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
@@ -161,13 +163,15 @@ func outboundCluster(svc *model.Service, p model.Port) string {
 
 // tcpRoute is the tcp_proxy for a service port: the first TCP route of
 // its VirtualService that applies (port, source labels), with weighted
-// destinations; else straight to the service's cluster.
-// The stat prefix is the service's cluster name.
-func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) *tcpproxyv3.TcpProxy {
+// destinations; else straight to the service's cluster. The stat prefix
+// is the cluster's name, for weighted destinations "VS_NAME.NAMESPACE"
+// (istiod's). The VirtualService whose route it is comes back too (nil
+// for none): its chain names it in its metadata.
+func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) (*tcpproxyv3.TcpProxy, *config.Config) {
 	tp := &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
 	c := v.VirtualServiceFor(svc.Hostname)
 	if c == nil {
-		return tp
+		return tp, nil
 	}
 	for _, r := range c.Spec.(*networking.VirtualService).GetTcp() {
 		if !tcpApplies(v, r.GetMatch(), p.Number) || len(r.GetRoute()) == 0 {
@@ -187,8 +191,9 @@ func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) *
 			return gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
 		}
 		if len(r.GetRoute()) == 1 {
-			tp.ClusterSpecifier = &tcpproxyv3.TcpProxy_Cluster{Cluster: name(r.GetRoute()[0].GetDestination())}
-			return tp
+			cl := name(r.GetRoute()[0].GetDestination())
+			tp.StatPrefix, tp.ClusterSpecifier = cl, &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}
+			return tp, c
 		}
 		wc := &tcpproxyv3.TcpProxy_WeightedCluster{}
 		for _, d := range r.GetRoute() {
@@ -197,11 +202,19 @@ func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) *
 			}
 		}
 		if len(wc.Clusters) > 0 {
-			tp.ClusterSpecifier = &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}
+			tp.StatPrefix, tp.ClusterSpecifier = c.Name+"."+c.Namespace, &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}
 		}
-		return tp
+		return tp, c
 	}
-	return tp
+	return tp, nil
+}
+
+// vsMetadata is a chain's filter_metadata.istio.config naming the
+// VirtualService whose route it is, as istiod's BuildConfigInfoMetadata.
+func vsMetadata(c *config.Config) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: map[string]*structpb.Value{
+		"config": structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + c.Namespace + "/virtual-service/" + c.Name),
+	}}}}
 }
 
 func tcpApplies(v *scope.View, ms []*networking.L4MatchAttributes, port uint32) bool {

@@ -54,7 +54,12 @@ func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.
 		return
 	}
 	tcp := func() outChain {
-		return outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tcpRoute(v, svc, p, outboundCluster(svc, p)))}}}
+		tp, vs := tcpRoute(v, svc, p, outboundCluster(svc, p))
+		fc := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}
+		if vs != nil {
+			fc.Metadata = vsMetadata(vs)
+		}
+		return outChain{cidrs: cidrs, fc: fc}
 	}
 	http := func() outChain {
 		// With an address the service has its own route config
