@@ -48,22 +48,33 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 	if acts == nil {
 		acts = &actions{}
 	}
+	// As istiod: routes after one that matches every request are never
+	// reached, and left out.
+	catchAll := false
 	for _, hr := range vs.GetHttp() {
+		if catchAll {
+			break
+		}
 		ms := hr.GetMatch()
 		if len(ms) == 0 {
 			out = append(out, b.route(c.Namespace, hr, nil, acts))
+			catchAll = true
 			continue
 		}
 		var first *routev3.Route
 		var rest []routev3.Route       // the other routes of hr, one block
 		var restMatched []matchedRoute // or, if all have a prefix match, with them
 		for j, m := range ms {
+			if catchAll {
+				break
+			}
 			if !b.applies(m) {
 				continue
 			}
 			if first == nil {
 				first = b.route(c.Namespace, hr, m, acts)
 				out = append(out, first)
+				catchAll = isCatchAll(first)
 				if k, prefixes := b.countApplying(ms[j+1:]); k > 0 && prefixes {
 					restMatched = make([]matchedRoute, 0, k)
 				} else if k > 0 {
@@ -84,6 +95,7 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 			}
 			r.Name = routeName(hr, m)
 			out = append(out, r)
+			catchAll = isCatchAll(r)
 		}
 	}
 	if gatewaySemantics(c) {
@@ -91,6 +103,15 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 	}
 	vsTelemetry(c, b.port, out) // telemetry.go
 	return out
+}
+
+// isCatchAll reports whether r matches every request (istiod's
+// IsCatchAllRoute): the path prefix "/" or the regex ".*", and no header,
+// query or metadata condition.
+func isCatchAll(r *routev3.Route) bool {
+	m := r.GetMatch()
+	all := m.GetPrefix() == "/" || m.GetPathSeparatedPrefix() == "/" || m.GetSafeRegex().GetRegex() == ".*"
+	return all && len(m.GetHeaders()) == 0 && len(m.GetQueryParameters()) == 0 && len(m.GetDynamicMetadata()) == 0
 }
 
 // routeName is the name of hr's route for match m, as istiod's: the HTTP
