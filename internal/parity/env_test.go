@@ -46,6 +46,8 @@ type istiod struct {
 	// counts the changes.
 	mesh    string
 	meshGen int
+	// probe sees istiod's full pushes (setMesh); started on first use.
+	probe *pushProbe
 }
 
 // applied is a document in the API server and its resource version.

@@ -17,12 +17,17 @@ import (
 // (/debug/mesh). A scenario with a mesh file gets it; the next scenario
 // without one restores the defaults. istiod watches its mesh file; a
 // marker (ingressClass, which only Kubernetes Ingress reads, and the
-// harness has none) tells the reloaded config from the previous one.
+// harness has none) tells the reloaded config from the previous one;
+// then a push to a probe proxy tells that istiod's push context has it.
 func (i *istiod) setMesh(t *testing.T, yaml string) {
 	t.Helper()
 	if yaml == i.mesh {
 		return
 	}
+	if i.probe == nil {
+		i.probe = startProbe(t, i.grpcAddr)
+	}
+	pushes := i.probe.n.Load()
 	i.meshGen++
 	marker := fmt.Sprintf("parity-mesh-%d", i.meshGen)
 	body := yaml + "\ningressClass: " + marker + "\n"
@@ -39,6 +44,8 @@ func (i *istiod) setMesh(t *testing.T, yaml string) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if strings.Contains(string(b), marker) {
+				// ... and until its push context holds it (pushProbe).
+				i.probe.waitBeyond(t, pushes, "the push of the new mesh config")
 				i.mesh = yaml
 				return
 			}

@@ -38,6 +38,11 @@ func TestParity(t *testing.T) {
 	cat, err := LoadCatalog("catalog.yaml")
 	must(t, err)
 	ist := startIstiod(t)
+	defer func() {
+		if ist.probe != nil {
+			ist.probe.cancel()
+		}
+	}()
 
 	start := time.Now()
 	rep := &Report{}
