@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -81,19 +80,7 @@ func init() {
 }
 
 func TestGatewayAPIValidation(t *testing.T) {
-	for _, r := range gatewayAPIRows {
-		t.Run(r.name, func(t *testing.T) {
-			_, err := typed(t, r.manifest)
-			switch {
-			case r.want == "" && err != nil:
-				t.Fatalf("want valid, got %v", err)
-			case r.want != "" && err == nil:
-				t.Fatalf("want error containing %q, got none", r.want)
-			case r.want != "" && !strings.Contains(err.Error(), r.want):
-				t.Fatalf("want error containing %q, got %v", r.want, err)
-			}
-		})
-	}
+	checkRows(t, gatewayAPIRows)
 }
 
 // A Gateway API Gateway and an Istio Gateway of the same name are two
