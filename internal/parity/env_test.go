@@ -202,10 +202,15 @@ func gvr(obj map[string]any) schema.GroupVersionResource {
 
 // apply makes the API server hold exactly docs (deleting what an earlier
 // scenario applied and this one lacks) and waits until istiod's config
-// store (/debug/configz) holds the same versions.
+// store (/debug/configz) holds the same versions and istiod has pushed
+// them (pushProbe).
 func (i *istiod) apply(t *testing.T, docs []Doc) {
 	t.Helper()
 	ctx := context.Background()
+	if i.probe == nil {
+		i.probe = startProbe(t, i.grpcAddr)
+	}
+	pushes := i.probe.n.Load()
 	want := map[string]Doc{}
 	for _, d := range docs {
 		want[docKey(d)] = d
@@ -259,6 +264,11 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 	for {
 		missing := i.inStore()
 		if missing == "" {
+			// The store holds it; the push context a connecting proxy
+			// gets follows with istiod's next full push, which the probe
+			// sees. A change no proxy needs pushes nothing: then the
+			// wait ends after 3 s and the run goes on.
+			i.probe.settle(pushes, 3*time.Second)
 			return
 		}
 		if time.Now().After(deadline) {

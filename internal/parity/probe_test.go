@@ -15,9 +15,10 @@ import (
 
 // pushProbe is a sidecar's ADS stream to istiod that stays open across
 // scenarios and counts the CDS responses it gets. istiod serves a new
-// mesh config on /debug/mesh at once but builds the push context a
-// connecting proxy is given only in its next full push (after its
-// debounce): a proxy connecting in between gets the old mesh config.
+// mesh config on /debug/mesh, and new configs on /debug/configz, at once
+// but builds the push context a connecting proxy is given only in its
+// next full push (after its debounce): a proxy connecting in between gets
+// the old config (seen once in a full run: one route configuration short).
 // That full push reaches every connected proxy, so a response counted
 // after the change shows the new push context is the one in force.
 type pushProbe struct {
@@ -55,6 +56,14 @@ func startProbe(t *testing.T, addr string) *pushProbe {
 	}()
 	p.waitBeyond(t, 0, "its first response")
 	return p
+}
+
+// settle waits until the probe has had more than n responses, or for at
+// most d: unlike waitBeyond it does not fail when no push comes.
+func (p *pushProbe) settle(n int64, d time.Duration) {
+	for deadline := time.Now().Add(d); p.n.Load() <= n && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond) // polling a counter, not synchronisation
+	}
 }
 
 // waitBeyond waits until the probe has had more than n responses.
