@@ -249,10 +249,22 @@ func (e *env) waitNoProblem(t *testing.T, unit string) {
 	e.poll(t, "the problem of "+unit+" to clear", func() bool { return !e.hasProblem(unit) })
 }
 
-// expectEvents checks the event types seen so far, allowing a source to
-// coalesce an add and its updates into one add.
+// expectEvents checks the event types seen so far. The store shows a
+// change to readers before its handlers run, so a caller that polled the
+// store may be ahead of the events: wait (with the deadline) until as many
+// events as wanted arrived, then compare them all.
 func (e *env) expectEvents(t *testing.T, want ...store.EventType) {
 	t.Helper()
+	deadline := time.Now().Add(Timeout)
+	for {
+		e.mu.Lock()
+		n := len(e.events)
+		e.mu.Unlock()
+		if n >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	got := make([]store.EventType, len(e.events))
