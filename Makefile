@@ -7,7 +7,7 @@ HTTP_ADDR ?= 127.0.0.1:15014
 XDS_ADDR  ?= 127.0.0.1:15010
 EXAMPLE   ?= examples/vm-mesh
 
-.PHONY: all build run test test-deps bench fmt vet clean package parity
+.PHONY: all build run test test-deps bench fmt vet clean package parity flake
 
 all: build
 
@@ -32,6 +32,13 @@ test-deps:
 test: test-deps
 	$(GO) vet ./...
 	BAREMESH_CACHE_ASSERT=1 $(GO) test -race -count=1 -timeout 30m ./...
+
+# flake runs packages N times with -race -count=1 while a CPU hog keeps
+# every core busy, with a progress line each minute and a summary of the
+# failures by test (hack/flake.sh). PKG (default: the suite minus the long
+# scenario/load packages), N (default 3), RUN (a -run filter), HOG.
+flake:
+	PKG='$(PKG)' N='$(N)' RUN='$(RUN)' HOG='$(HOG)' hack/flake.sh
 
 # bench prints the figures the issues ask for (see README.md, "Benchmarks").
 # Scenario benchmarks run a few times; the per-proxy generation benchmark
