@@ -102,6 +102,9 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 	if p != nil {
 		addr = p.Addr
 	}
+	if err := s.authorizeNode(proxy, addr); err != nil { // auth.go
+		return err
+	}
 	release, err := s.admit(addr)
 	if err != nil {
 		return err

@@ -90,7 +90,7 @@ func TestConnectHookRefuses(t *testing.T) {
 		var err error
 		if delta {
 			st, _ := client.DeltaAggregatedResources(ctx)
-			_ = st.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "refused"}, TypeUrl: xdstype.Listener.URL})
+			_ = st.Send(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "sidecar~10.0.0.9~refused.ns~ns.svc.cluster.local"}, TypeUrl: xdstype.Listener.URL})
 			_, err = st.Recv()
 		} else {
 			st, _ := client.StreamAggregatedResources(ctx)
