@@ -29,9 +29,12 @@ run:
 test-deps:
 	hack/test-deps.sh
 
+# hack/heartbeat.sh prints a line a minute while a step runs (what is
+# being compiled or which test binaries are running); it changes nothing
+# of what runs.
 test: test-deps
-	$(GO) vet ./...
-	BAREMESH_CACHE_ASSERT=1 $(GO) test -race -count=1 -timeout 30m ./...
+	hack/heartbeat.sh "make test: go vet" $(GO) vet ./...
+	BAREMESH_CACHE_ASSERT=1 hack/heartbeat.sh "make test: go test" $(GO) test -race -count=1 -timeout 30m ./...
 
 # flake runs packages N times with -race -count=1 while a CPU hog keeps
 # every core busy, with a progress line each minute and a summary of the

@@ -12,6 +12,7 @@ for f in hack/deps.d/*.sh; do
   what=$(sed -n '2s/^# *//p' "$f")
   echo "test-deps: $(basename "$f"): $what" >&2
   start=$SECONDS
-  bash "$f"
+  # A line a minute while a step runs (the cold builds are long and quiet).
+  hack/heartbeat.sh "test-deps: $(basename "$f")" bash "$f"
   echo "test-deps: $(basename "$f") done in $((SECONDS - start)) s" >&2
 done
