@@ -53,7 +53,8 @@ func Proxies(t testing.TB, dir string) []ProxySpec {
 	return out
 }
 
-// Proxy parses the spec through gen.ParseNode, as the server would.
+// Proxy parses the spec through gen.ParseNode, as the server would, or
+// fails t.
 func (s ProxySpec) Proxy(t testing.TB) *gen.Proxy {
 	t.Helper()
 	fields := map[string]*structpb.Value{}
@@ -73,16 +74,24 @@ func (s ProxySpec) Proxy(t testing.TB) *gen.Proxy {
 	}
 	p, err := gen.ParseNode(n)
 	if err != nil {
-		t.Fatalf("proxy %s: %v", s.Name, err)
+		t.Fatalf("proxy %s: %v", s.name(), err)
 	}
 	if s.Identity != "" {
 		ns, sa, ok := strings.Cut(s.Identity, "/")
 		if !ok {
-			t.Fatalf("proxy %s: identity %q is not NAMESPACE/SERVICE_ACCOUNT", s.Name, s.Identity)
+			t.Fatalf("proxy %s: identity %q is not NAMESPACE/SERVICE_ACCOUNT", s.name(), s.Identity)
 		}
 		p.Identity = &model.Identity{TrustDomain: "cluster.local", Namespace: ns, ServiceAccount: sa, Method: "test"}
 	}
 	return p
+}
+
+// name is the spec's Name, else its node ID.
+func (s ProxySpec) name() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.ID
 }
 
 // JSON renders resources as stable, indented JSON: a list of

@@ -2,7 +2,9 @@
 // go-control-plane's ValidateAll on every generated resource and on every
 // Any packed inside it, recursively; Scenario builds a PushContext from a
 // directory of YAML without the file source; Golden compares generated
-// resources with protojson golden files.
+// resources with protojson golden files; MustBuild, Node, Run and
+// ByName are the unit tests' set-up (build, parse a node, generate and
+// validate, index by name).
 //
 // It imports core, xdsserver/gen and external modules only.
 package gentest
