@@ -6,7 +6,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -66,25 +65,10 @@ spec:
   egress: [{hosts: ["*/*"]}]
   ingress: [{port: {number: 8080, name: http, protocol: HTTP}, defaultEndpoint: "127.0.0.1:8081"}]
 `
-	pc, err := gentest.Build([]byte(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	generate := func(node *corev3.Node) map[string]*clusterv3.Cluster {
-		proxy, err := gen.ParseNode(node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Generate(gen.Input{Push: pc, Proxy: proxy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gentest.Validate(t, res)
-		out := map[string]*clusterv3.Cluster{}
-		for _, r := range res {
-			out[r.Name] = r.Resource.(*clusterv3.Cluster)
-		}
-		return out
+	pc := gentest.MustBuild(t, cfg)
+	generate := func(meta map[string]string) map[string]*clusterv3.Cluster {
+		proxy := gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", meta)
+		return gentest.ByName[*clusterv3.Cluster](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: proxy}))
 	}
 	const max = math.MaxUint32
 	type limits struct{ conns, pending, requests, retries uint32 }
@@ -108,7 +92,7 @@ spec:
 		}
 	}
 	t.Run("sidecar", func(t *testing.T) {
-		cs := generate(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"})
+		cs := generate(nil)
 		all := &limits{max, max, max, max}
 		for name, want := range map[string]*limits{
 			"outbound|80||a.ns.svc.cluster.local":   {7, max, 9, max},
@@ -129,8 +113,7 @@ spec:
 		}
 	})
 	t.Run("proxyless", func(t *testing.T) {
-		md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
-		cs := generate(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", Metadata: md})
+		cs := generate(map[string]string{"GENERATOR": "grpc"})
 		check(t, cs["outbound|80||a.ns.svc.cluster.local"], &limits{requests: 9})
 		check(t, cs["outbound|443||dns.example.com"], nil)
 	})

@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -16,7 +14,7 @@ import (
 // (Envoy picks the destination's family), from ::6 alone on an
 // IPv6-only one, as istiod's passthrough bind IPs.
 func TestDualStackInboundBind(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	pc := gentest.MustBuild(t, `
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: web, namespace: default}
@@ -25,25 +23,14 @@ spec:
   ports: [{number: 8080, name: http, protocol: HTTP}]
   resolution: STATIC
   endpoints: [{address: 10.0.0.1}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	for ips, want := range map[string][]string{
 		"10.0.0.1":         {"127.0.0.6"},
 		"10.0.0.1,fd00::1": {"127.0.0.6", "::6"},
 		"fd00::1":          {"::6"},
 	} {
-		p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~web.default~default.svc.cluster.local",
-			Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{"INSTANCE_IPS": structpb.NewStringValue(ips)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Generate(gen.Input{Push: pc, Proxy: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gentest.Validate(t, res)
+		p := gentest.Node(t, "sidecar~10.0.0.1~web.default~default.svc.cluster.local", map[string]string{"INSTANCE_IPS": ips})
+		res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p})
 		checked := 0
 		for _, r := range res {
 			c := r.Resource.(*clusterv3.Cluster)

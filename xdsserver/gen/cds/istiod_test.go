@@ -9,7 +9,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -81,31 +80,9 @@ spec:
 // initial-fetch-timeout, upstream-alpn-h2, passthrough-http-options,
 // proxyless connect_timeout / resource_api_version).
 func TestIstiodClusterDefaults(t *testing.T) {
-	pc, err := gentest.Build([]byte(istiodDefaultsConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := func(id string, md map[string]string) *gen.Proxy {
-		f := map[string]*structpb.Value{}
-		for k, v := range md {
-			f[k] = structpb.NewStringValue(v)
-		}
-		p, err := gen.ParseNode(&corev3.Node{Id: id, Metadata: &structpb.Struct{Fields: f}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	sidecar := node("sidecar~10.0.0.1~web.default~default.svc.cluster.local", map[string]string{"ISTIO_VERSION": "1.28.0"})
-	res, err := Generate(gen.Input{Push: pc, Proxy: sidecar})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gentest.Validate(t, res)
-	cs := map[string]*clusterv3.Cluster{}
-	for _, r := range res {
-		cs[r.Name] = r.Resource.(*clusterv3.Cluster)
-	}
+	pc := gentest.MustBuild(t, istiodDefaultsConfig)
+	sidecar := gentest.Node(t, "sidecar~10.0.0.1~web.default~default.svc.cluster.local", map[string]string{"ISTIO_VERSION": "1.28.0"})
+	cs := gentest.ByName[*clusterv3.Cluster](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: sidecar}))
 	get := func(name string) *clusterv3.Cluster {
 		t.Helper()
 		c := cs[name]
@@ -194,10 +171,10 @@ func TestIstiodClusterDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		proxy *gen.Proxy
 		want  bool
-	}{{sidecar, true}, {node("router~10.0.0.8~gw.default~default.svc.cluster.local", nil), false}} {
-		res, err := Generate(gen.Input{Push: pc, Proxy: tc.proxy, Names: []string{"outbound|9000||web.default.svc.cluster.local"}})
-		if err != nil || len(res) != 1 {
-			t.Fatalf("%s: %d clusters, %v", tc.proxy.ID, len(res), err)
+	}{{sidecar, true}, {gentest.Node(t, "router~10.0.0.8~gw.default~default.svc.cluster.local", nil), false}} {
+		res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: tc.proxy, Names: []string{"outbound|9000||web.default.svc.cluster.local"}})
+		if len(res) != 1 {
+			t.Fatalf("%s: %d clusters, want 1", tc.proxy.ID, len(res))
 		}
 		opts := &httpv3.HttpProtocolOptions{}
 		if a := res[0].Resource.(*clusterv3.Cluster).GetTypedExtensionProtocolOptions()[httpProtocolOptionsKey]; a != nil {
@@ -212,12 +189,8 @@ func TestIstiodClusterDefaults(t *testing.T) {
 
 	// A proxyless client: no connect_timeout, a bare ADS source, as
 	// istiod's grpcgen.
-	grpc := node("sidecar~10.0.0.9~client.default~default.svc.cluster.local", map[string]string{"GENERATOR": "grpc"})
-	res, err = Generate(gen.Input{Push: pc, Proxy: grpc, Names: []string{"outbound|7070||web.default.svc.cluster.local"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gentest.Validate(t, res)
+	grpc := gentest.Node(t, "sidecar~10.0.0.9~client.default~default.svc.cluster.local", map[string]string{"GENERATOR": "grpc"})
+	res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: grpc, Names: []string{"outbound|7070||web.default.svc.cluster.local"}})
 	if len(res) != 1 {
 		t.Fatalf("proxyless: %d clusters, want 1", len(res))
 	}

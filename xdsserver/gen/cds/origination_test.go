@@ -4,10 +4,8 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -56,28 +54,14 @@ spec:
 // agent's proxy gets file secrets over the agent's SDS, another Envoy the
 // files. On a TCP port the service's host is the SNI (istiod: none).
 func TestOriginationTLS(t *testing.T) {
-	pc, err := gentest.Build([]byte(originationConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, originationConfig)
 	for _, agent := range []bool{true, false} {
-		md := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		md := map[string]string{}
 		if agent {
-			md.Fields["ISTIO_VERSION"] = structpb.NewStringValue("1.28.0")
+			md["ISTIO_VERSION"] = "1.28.0"
 		}
-		p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local", Metadata: md})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Generate(gen.Input{Push: pc, Proxy: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gentest.Validate(t, res)
-		cs := map[string]*clusterv3.Cluster{}
-		for _, r := range res {
-			cs[r.Name] = r.Resource.(*clusterv3.Cluster)
-		}
+		p := gentest.Node(t, "sidecar~10.0.0.1~a.default~default.svc.cluster.local", md)
+		cs := gentest.ByName[*clusterv3.Cluster](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}))
 		get := func(name string) (*clusterv3.Cluster, *tlsv3.UpstreamTlsContext) {
 			t.Helper()
 			c := cs[name]
