@@ -210,7 +210,6 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 	if i.probe == nil {
 		i.probe = startProbe(t, i.grpcAddr)
 	}
-	pushes := i.probe.n.Load()
 	want := map[string]Doc{}
 	for _, d := range docs {
 		want[docKey(d)] = d
@@ -266,9 +265,13 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 		if missing == "" {
 			// The store holds it; the push context a connecting proxy
 			// gets follows with istiod's next full push, which the probe
-			// sees. A change no proxy needs pushes nothing: then the
-			// wait ends after 3 s and the run goes on.
-			i.probe.settle(pushes, 3*time.Second)
+			// sees. A push counted before now may have started before
+			// the last write (its context lacks it) and so may the first
+			// one counted after: wait for a push after now, then until
+			// pushes stop (istiod debounces 100 ms after the last
+			// event). A change no proxy needs pushes nothing: then the
+			// wait ends after 2 s and the run goes on.
+			i.probe.settle(i.probe.n.Load(), 2*time.Second, 400*time.Millisecond)
 			return
 		}
 		if time.Now().After(deadline) {

@@ -58,11 +58,21 @@ func startProbe(t *testing.T, addr string) *pushProbe {
 	return p
 }
 
-// settle waits until the probe has had more than n responses, or for at
-// most d: unlike waitBeyond it does not fail when no push comes.
-func (p *pushProbe) settle(n int64, d time.Duration) {
-	for deadline := time.Now().Add(d); p.n.Load() <= n && time.Now().Before(deadline); {
+// settle waits until the probe has had more than n responses, for at most
+// first, and then until no response came for quiet: unlike waitBeyond it
+// does not fail when no push comes.
+func (p *pushProbe) settle(n int64, first, quiet time.Duration) {
+	for deadline := time.Now().Add(first); p.n.Load() <= n && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond) // polling a counter, not synchronisation
+	}
+	if p.n.Load() <= n {
+		return
+	}
+	for last, since := p.n.Load(), time.Now(); time.Since(since) < quiet; {
+		time.Sleep(20 * time.Millisecond) // polling a counter, not synchronisation
+		if cur := p.n.Load(); cur != last {
+			last, since = cur, time.Now()
+		}
 	}
 }
 
