@@ -23,6 +23,10 @@ var forbidden = map[string][]string{
 	"xdsserver": {"sources", "nodeagent", "cmd", "internal"},
 	"nodeagent": {"core", "sources", "xdsserver", "cmd", "internal/daemon", "internal/e2e", "internal/load"},
 
+	// The daemon's configuration is read by tools that must not link the
+	// daemon (link_test.go checks the binaries).
+	"internal/daemonconfig": {"internal/daemon", "cmd"},
+
 	// Inside xdsserver: the generators know nothing of serving; the type
 	// table knows the generators only; the wire (bytes) knows neither the
 	// protocol nor generation; generation does not know the protocol;

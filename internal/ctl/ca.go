@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/core/identity"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // The CA's view on /debug/certz (xdsserver/ca.Certz), as baremeshctl
@@ -46,7 +46,7 @@ var caAgreeWithin = 15 * time.Second
 // caCmd is `baremeshctl ca rotate prepare|activate|retire|status`.
 func caCmd(e *Env, args []string) int {
 	fs := e.newFlags("ca")
-	cfgFile := fs.String("config", daemon.DefaultConfigFile, "baremeshd's config file (for the CA directory: caCertsDir, else stateDir/ca)")
+	cfgFile := fs.String("config", daemonconfig.DefaultConfigFile, "baremeshd's config file (for the CA directory: caCertsDir, else stateDir/ca)")
 	from := fs.String("from", "", "prepare: a directory in Istio's cacerts layout holding the new signing CA (default: generate a self-signed root)")
 	force := fs.Bool("force", false, "activate/retire: go ahead although certificates are outstanding or a replica cannot be asked")
 	pos, err := parse(fs, args)
@@ -57,7 +57,7 @@ func caCmd(e *Env, args []string) int {
 		fs.Usage()
 		return 2
 	}
-	cfg, err := daemon.ReadFile(*cfgFile)
+	cfg, err := daemonconfig.ReadFile(*cfgFile)
 	if err != nil {
 		return e.fail(err)
 	}

@@ -39,7 +39,7 @@ func TestClusterConfig(t *testing.T) {
 	if err := cfgA.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	oa, err := cfgA.ClusterOptions(time.Second, slog.New(slog.DiscardHandler))
+	oa, err := clusterOptions(cfgA, time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestClusterConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := cfgB.ClusterOptions(time.Second, slog.New(slog.DiscardHandler))
+	ob, err := clusterOptions(cfgB, time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

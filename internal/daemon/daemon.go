@@ -25,6 +25,7 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/core/workloads"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/file"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/sources/mcp"
@@ -73,10 +74,10 @@ func New(cfg Config, log *slog.Logger) (*Daemon, error) {
 		EndpointsBypassDebounce: true, Logger: log.With("component", "push"),
 	})
 	d.agg.Subscribe(d.pipeline.OnEvents)
-	if err := checkPlaintextXDS(cfg); err != nil {
+	if err := daemonconfig.CheckPlaintextXDS(cfg); err != nil {
 		return nil, err
 	}
-	if err := checkDebugHTTP(cfg); err != nil { // xdsauth.go
+	if err := daemonconfig.CheckDebugHTTP(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Cluster.Enabled() {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"time"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/jwks"
@@ -43,6 +42,3 @@ func (d *Daemon) authnProblems() authnProblems {
 	}
 	return out
 }
-
-// JWKS defaults (README "End-user authentication"): istiod's refresh.
-const defaultJWKSRefresh = 20 * time.Minute

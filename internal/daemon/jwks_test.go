@@ -75,9 +75,9 @@ func TestJWKSRotationReachesProxies(t *testing.T) {
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(filepath.Dir(dir), "meshconfig.yaml")
-	cfg.Debounce = Duration{10 * time.Millisecond}
+	cfg.Debounce = Duration{Duration: 10 * time.Millisecond}
 	refresh := 300 * time.Millisecond
-	cfg.JWKSRefresh = Duration{refresh}
+	cfg.JWKSRefresh = Duration{Duration: refresh}
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func TestPlanReload(t *testing.T) {
 			ReloadPlan{Restart: []string{"xdsAddr", "httpAddr"}}},
 		{"sources need a restart", func(c *Config) { c.ConfigDirs = append(c.ConfigDirs, "/x") },
 			ReloadPlan{Restart: []string{"configDirs"}}},
-		{"both", func(c *Config) { c.LogLevel = "warn"; c.Debounce = Duration{time.Second} },
+		{"both", func(c *Config) { c.LogLevel = "warn"; c.Debounce = Duration{Duration: time.Second} },
 			ReloadPlan{Live: []string{"logLevel"}, Restart: []string{"debounce"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

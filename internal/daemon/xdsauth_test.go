@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // TestPlaintextXDSLoopbackOnly: a non-loopback xdsAddr is refused (New and
@@ -12,7 +14,7 @@ func TestPlaintextXDSLoopbackOnly(t *testing.T) {
 	for addr, ok := range map[string]bool{"127.0.0.1:0": true, "[::1]:0": true, "localhost:0": true, ":0": false, "0.0.0.0:0": false} {
 		cfg := identityConfig(t)
 		cfg.XDSAddr = addr
-		err := checkPlaintextXDS(cfg)
+		err := daemonconfig.CheckPlaintextXDS(cfg)
 		if (err == nil) != ok {
 			t.Errorf("%s: %v", addr, err)
 		}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baremesh/baremesh/core/identity"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // EnvoyBootstrapFile is what vm bootstrap --envoy writes into --out.
@@ -49,7 +49,7 @@ const EnvoyRootCert = "/etc/baremesh/root-cert.pem"
 // metadata Istio's agent would set from the WorkloadGroup, and an admin
 // port on loopback. The bootstrap is checked with go-control-plane's
 // ValidateAll before it is written, with root-cert.pem beside it.
-func envoyBootstrap(cfg daemon.Config, o vmOptions) (string, error) {
+func envoyBootstrap(cfg daemonconfig.Config, o vmOptions) (string, error) {
 	if net.ParseIP(o.ip) == nil {
 		return "", fmt.Errorf("--ip %q: the VM's IP address is required with --envoy (it is in the node ID)", o.ip)
 	}

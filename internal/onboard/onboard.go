@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // common holds the flags every command takes.
@@ -25,18 +25,18 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.config, "config", daemon.DefaultConfigFile, "baremeshd's config file (for stateDir, caCertsDir, configDirs, meshConfig)")
-	fs.StringVar(&c.stateDir, "state-dir", "", "state directory (default: the config's stateDir, "+daemon.Defaults().StateDir+")")
+	fs.StringVar(&c.config, "config", daemonconfig.DefaultConfigFile, "baremeshd's config file (for stateDir, caCertsDir, configDirs, meshConfig)")
+	fs.StringVar(&c.stateDir, "state-dir", "", "state directory (default: the config's stateDir, "+daemonconfig.Defaults().StateDir+")")
 }
 
 // load reads the daemon's config. A missing config file is an error
 // naming it, unless it is the default one and --state-dir is given (the
 // token commands need nothing else): falling back to the packaged
 // defaults would touch a state directory the running daemon may not use.
-func (c *common) load() (daemon.Config, error) {
-	cfg, err := daemon.ReadFile(c.config)
-	if errors.Is(err, fs.ErrNotExist) && c.config == daemon.DefaultConfigFile && c.stateDir != "" {
-		cfg, err = daemon.Defaults(), nil
+func (c *common) load() (daemonconfig.Config, error) {
+	cfg, err := daemonconfig.ReadFile(c.config)
+	if errors.Is(err, fs.ErrNotExist) && c.config == daemonconfig.DefaultConfigFile && c.stateDir != "" {
+		cfg, err = daemonconfig.Defaults(), nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return cfg, fmt.Errorf("config file %s not found: pass --config FILE, the baremesh.yaml baremeshd runs with (or --state-dir DIR for the token commands)", c.config)
@@ -50,7 +50,7 @@ func (c *common) load() (daemon.Config, error) {
 	return cfg, nil
 }
 
-func tokenDir(cfg daemon.Config) string { return filepath.Join(cfg.StateDir, "tokens") }
+func tokenDir(cfg daemonconfig.Config) string { return filepath.Join(cfg.StateDir, "tokens") }
 
 // subcommand is one "token ..." or "vm ..." command.
 type subcommand struct {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/identity"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/file"
 )
 
@@ -94,7 +94,7 @@ func vmBootstrap(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func bootstrap(cfg daemon.Config, o vmOptions, stderr io.Writer) error {
+func bootstrap(cfg daemonconfig.Config, o vmOptions, stderr io.Writer) error {
 	wg, labels, err := findGroup(cfg.ConfigDirs, o.namespace, o.group)
 	if err != nil {
 		return err
@@ -195,7 +195,7 @@ func bootstrap(cfg daemon.Config, o vmOptions, stderr io.Writer) error {
 // vmAddress returns the discovery/CA address and the hosts file: an IP
 // address is reached under Istio's name istiod.istio-system.svc (which the
 // server certificate carries), mapped in hosts, as istioctl does.
-func vmAddress(cfg daemon.Config, address string) (string, string, error) {
+func vmAddress(cfg daemonconfig.Config, address string) (string, string, error) {
 	if address == "" {
 		_, port, err := net.SplitHostPort(cfg.TLSAddr)
 		if err != nil {
