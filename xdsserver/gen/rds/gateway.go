@@ -312,10 +312,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 			}
 			var routes []*routev3.Route
 			var ext extension
-			for _, h := range g.hostsOf(id) {
-				if !serverSelects(s, c.Namespace, h) {
-					continue
-				}
+			for _, h := range intersectHosts(s, c.Namespace, g.hostsOf(id)) {
 				if routes == nil {
 					if routes = g.routesFor(id, port, s.Gateway); len(routes) == 0 {
 						break // no HTTP routes for this port
@@ -342,11 +339,52 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 	return rc
 }
 
-func serverSelects(s scope.GatewayServer, vsNS, host string) bool {
+// intersectHosts returns the virtual hosts a VirtualService of namespace
+// vsNS with hosts vsHosts gets through server s, as istiod's host
+// intersection: for each server host (in order) that covers or is
+// covered by a VirtualService host, the more specific of the two, once.
+// A "*" VirtualService host on a server of "a.example.com" is served as
+// "a.example.com" (a Gateway API route without hostnames on a listener
+// with one). Most calls find one host; the common case allocates only
+// that slice.
+func intersectHosts(s scope.GatewayServer, vsNS string, vsHosts []string) []string {
+	var out []string
 	for _, sh := range s.Server.GetHosts() {
-		if scope.ServerHostMatch(sh, s.Namespace, vsNS, host) {
-			return true
+		if !serverNSMatch(sh, s.Namespace, vsNS) {
+			continue
+		}
+		h := sh
+		if i := strings.IndexByte(sh, '/'); i >= 0 {
+			h = sh[i+1:]
+		}
+		for _, vh := range vsHosts {
+			var pick string
+			switch {
+			case scope.HostMatch(h, vh):
+				pick = vh
+			case scope.HostMatch(vh, h):
+				pick = h
+			default:
+				continue
+			}
+			if !slices.Contains(out, pick) {
+				out = append(out, pick)
+			}
 		}
 	}
-	return false
+	return out
+}
+
+// serverNSMatch reports whether server host sh ("ns/host", "./host",
+// "*/host" or "host") takes VirtualServices of namespace vsNS.
+func serverNSMatch(sh, gwNS, vsNS string) bool {
+	i := strings.IndexByte(sh, '/')
+	if i < 0 {
+		return true
+	}
+	ns := sh[:i]
+	if ns == "." {
+		ns = gwNS
+	}
+	return ns == "*" || ns == vsNS
 }
