@@ -24,7 +24,10 @@ type ProxySpec struct {
 	ID       string            `json:"id"`
 	Metadata map[string]string `json:"metadata"`
 	Labels   map[string]string `json:"labels"`
-	Locality struct {
+	// ProxyConfig is the PROXY_CONFIG metadata, the ProxyConfig as JSON
+	// (e.g. {"gatewayTopology": {"numTrustedProxies": 1}}).
+	ProxyConfig map[string]any `json:"proxyConfig"`
+	Locality    struct {
 		Region  string `json:"region"`
 		Zone    string `json:"zone"`
 		SubZone string `json:"subzone"`
@@ -67,6 +70,13 @@ func (s ProxySpec) Proxy(t testing.TB) *gen.Proxy {
 			l[k] = structpb.NewStringValue(v)
 		}
 		fields["LABELS"] = structpb.NewStructValue(&structpb.Struct{Fields: l})
+	}
+	if s.ProxyConfig != nil {
+		pc, err := structpb.NewStruct(s.ProxyConfig)
+		if err != nil {
+			t.Fatalf("proxy %s: proxyConfig: %v", s.name(), err)
+		}
+		fields["PROXY_CONFIG"] = structpb.NewStructValue(pc)
 	}
 	n := &corev3.Node{Id: s.ID, Metadata: &structpb.Struct{Fields: fields}}
 	if s.Locality.Region != "" || s.Locality.Zone != "" {

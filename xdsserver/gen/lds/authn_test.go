@@ -92,14 +92,7 @@ func authnPush(t *testing.T, extra ...string) *push.PushContext {
 
 func authnPushOf(t *testing.T, world string, extra ...string) *push.PushContext {
 	t.Helper()
-	files := [][]byte{[]byte(inboundWorld), []byte(peerAuthn("PERMISSIVE", "")), []byte(world), []byte(gatewayWorld)}
-	for _, e := range extra {
-		files = append(files, []byte(e))
-	}
-	pc, err := gentest.Build(files...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, append([]string{inboundWorld, peerAuthn("PERMISSIVE", ""), world, gatewayWorld}, extra...)...)
 	pc.Mesh.ExtensionProviders = []*meshv1alpha1.MeshConfig_ExtensionProvider{
 		{Name: "http-authz", Provider: &meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyExtAuthzHttp{EnvoyExtAuthzHttp: &meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyExternalAuthorizationHttpProvider{
 			Service: "ext-authz.foo.svc.cluster.local", Port: 8000, IncludeRequestHeadersInCheck: []string{"x-ext-*"}, HeadersToUpstreamOnAllow: []string{"x-user"},
@@ -144,7 +137,7 @@ func names[T interface{ GetName() string }](fs []T) []string {
 // HTTP provider.
 func TestJWTAndCustomOnInboundHTTP(t *testing.T) {
 	pc := authnPush(t)
-	l := webInbound(t, pc, nil)
+	l := webInbound(t, pc)
 	for _, conn := range []gentest.Conn{{Port: 8080, HTTP: "http/1.1"}, {Port: 7000, HTTP: "http/1.1"}} {
 		fc := gentest.MatchChain(l, conn)
 		if fc == nil {
@@ -209,7 +202,7 @@ func TestJWTAndCustomOnInboundHTTP(t *testing.T) {
 	// Fetched keys replace PublicOnly.
 	cp := *pc
 	cp.JWKS = jwks.NewSet(map[jwks.Source]jwks.Entry{{URI: "https://b.example/keys"}: {Keys: `{"keys":[{"kid":"b"}]}`}})
-	fs := httpFiltersOf(t, gentest.MatchChain(webInbound(t, &cp, nil), gentest.Conn{Port: 8080, HTTP: "http/1.1"}))
+	fs := httpFiltersOf(t, gentest.MatchChain(webInbound(t, &cp), gentest.Conn{Port: 8080, HTTP: "http/1.1"}))
 	var jwt jwtv3.JwtAuthentication
 	mustUnmarshal(t, fs[2], &jwt)
 	if got := jwt.GetProviders()["origins-1"].GetLocalJwks().GetInlineString(); got != `{"keys":[{"kid":"b"}]}` {
@@ -223,7 +216,7 @@ func TestJWTAndCustomOnInboundHTTP(t *testing.T) {
 // policies name it: two providers on one workload would deny.)
 func TestCustomGRPCOnTCP(t *testing.T) {
 	pc := authnPushOf(t, strings.Replace(authnWorld, "{name: http-authz}", "{name: grpc-authz}", 1), customGRPC)
-	fc := gentest.MatchChain(webInbound(t, pc, nil), gentest.Conn{Port: 9000})
+	fc := gentest.MatchChain(webInbound(t, pc), gentest.Conn{Port: 9000})
 	got := names(fc.GetFilters())
 	want := []string{authz.NetworkFilterName, authz.ExtAuthzNetworkFilterName, authz.NetworkFilterName}
 	if len(got) < 3 || !slices.Equal(got[:3], want) {
@@ -258,7 +251,7 @@ func TestCustomUnusableProviderDenies(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(pc)
 			}
-			fs := httpFiltersOf(t, gentest.MatchChain(webInbound(t, pc, nil), gentest.Conn{Port: 8080, HTTP: "http/1.1"}))
+			fs := httpFiltersOf(t, gentest.MatchChain(webInbound(t, pc), gentest.Conn{Port: 8080, HTTP: "http/1.1"}))
 			if slices.Contains(names(fs), authz.ExtAuthzHTTPFilterName) {
 				t.Fatalf("ext_authz present: %v", names(fs))
 			}
@@ -299,7 +292,7 @@ spec:
   selector: {matchLabels: {istio: ingressgateway}}
   jwtRules: [{issuer: https://gw.example, jwks: '{"keys":[]}'}]
 `)
-	for _, l := range gatewayListenersOf(t, pc, nil) {
+	for _, l := range gatewayListenersOf(t, pc, nil, nil) {
 		for _, fc := range l.GetFilterChains() {
 			fs := httpFiltersOf(t, fc)
 			got := names(fs)

@@ -3,9 +3,7 @@ package lds
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -20,10 +18,7 @@ import (
 // Under TPROXY the capture listeners are transparent and virtualInbound
 // restores the source (original_src).
 func TestDualStackListeners(t *testing.T) {
-	pc, err := gentest.Build([]byte(inboundWorld), []byte(peerAuthn("PERMISSIVE", "")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, inboundWorld, peerAuthn("PERMISSIVE", ""))
 	for _, tc := range []struct {
 		name, ips, mode string
 		want            []string // addresses of virtualOutbound, virtualInbound and 0.0.0.0_8080
@@ -34,21 +29,13 @@ func TestDualStackListeners(t *testing.T) {
 		{"dual tproxy", "10.0.0.1,fd00::1", "TPROXY", []string{"0.0.0.0", "::"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			md := map[string]*structpb.Value{"INSTANCE_IPS": structpb.NewStringValue(tc.ips)}
+			md := map[string]string{"INSTANCE_IPS": tc.ips}
 			if tc.mode != "" {
-				md["INTERCEPTION_MODE"] = structpb.NewStringValue(tc.mode)
+				md["INTERCEPTION_MODE"] = tc.mode
 			}
-			p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~web.default~default.svc.cluster.local", Metadata: &structpb.Struct{Fields: md}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := Generate(gen.Input{Push: pc, Proxy: p})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gentest.Validate(t, res)
+			p := gentest.Node(t, "sidecar~10.0.0.1~web.default~default.svc.cluster.local", md)
 			seen := 0
-			for _, r := range res {
+			for _, r := range gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}) {
 				l := r.Resource.(*listenerv3.Listener)
 				switch l.GetName() {
 				case gen.VirtualOutboundListener, gen.VirtualInboundListener:

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 )
@@ -14,7 +13,7 @@ import (
 // "file-root:", as istiod sends them (the agent reads and rotates them),
 // and to another Envoy as file names it reads itself.
 func TestGatewayFileCertificates(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	pc := gentest.MustBuild(t, `
 apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: ingress, namespace: istio-system}
@@ -24,17 +23,14 @@ spec:
   - port: {number: 443, name: https-api, protocol: HTTPS}
     hosts: [api.example.com]
     tls: {mode: MUTUAL, serverCertificate: /etc/certs/api.pem, privateKey: /etc/certs/api.key, caCertificates: /etc/certs/ca.pem}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	for _, agent := range []bool{true, false} {
-		md := map[string]*structpb.Value{}
+		md := map[string]string{}
 		if agent {
-			md["ISTIO_VERSION"] = structpb.NewStringValue("1.28.0")
+			md["ISTIO_VERSION"] = "1.28.0"
 		}
 		var ctx *tlsv3.DownstreamTlsContext
-		for _, l := range gatewayListenersOf(t, pc, md) {
+		for _, l := range gatewayListenersOf(t, pc, md, nil) {
 			for _, fc := range l.GetFilterChains() {
 				if ts := fc.GetTransportSocket(); ts != nil {
 					ctx = &tlsv3.DownstreamTlsContext{}

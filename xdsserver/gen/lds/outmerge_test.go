@@ -3,7 +3,6 @@ package lds
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
@@ -19,7 +18,7 @@ import (
 // services on one port the older one's chain stays (not the first by
 // name); a TLS and an HTTP service share a port by SNI and sniffing.
 func TestOutboundListenersMerge(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	pc := gentest.MustBuild(t, `
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: a-http, namespace: default}
@@ -92,23 +91,9 @@ spec:
   hosts: [e.example.com]
   ports: [{number: 3306, name: mysql, protocol: MYSQL}]
   resolution: DNS
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~a.default~default.svc.cluster.local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Generate(gen.Input{Push: pc, Proxy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gentest.Validate(t, res)
-	ls := map[string]*listenerv3.Listener{}
-	for _, r := range res {
-		ls[r.Name] = r.Resource.(*listenerv3.Listener)
-	}
+`)
+	p := gentest.Node(t, "sidecar~10.0.0.1~a.default~default.svc.cluster.local", nil)
+	ls := gentest.ByName[*listenerv3.Listener](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}))
 	cluster := func(fc *listenerv3.FilterChain) string {
 		tp := &tcpproxyv3.TcpProxy{}
 		if fc == nil || len(fc.GetFilters()) == 0 || fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(tp) != nil {

@@ -1,14 +1,13 @@
 package lds
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/push"
@@ -46,21 +45,14 @@ func peerAuthn(mode, extra string) string {
 	return "---\napiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: istio-system}\nspec:\n  mtls: {mode: " + mode + "}\n" + extra
 }
 
-func webInbound(t *testing.T, pc *push.PushContext, md map[string]*structpb.Value) *listenerv3.Listener {
+// webInbound is virtualInbound of web's sidecar (app=web, 10.0.0.1).
+func webInbound(t *testing.T, pc *push.PushContext) *listenerv3.Listener {
 	t.Helper()
-	if md == nil {
-		md = map[string]*structpb.Value{}
+	p := gentest.ProxySpec{ID: "sidecar~10.0.0.1~web.default~default.svc.cluster.local", Labels: map[string]string{"app": "web"}}.Proxy(t)
+	res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p, Names: []string{gen.VirtualInboundListener}})
+	if len(res) != 1 {
+		t.Fatalf("virtualInbound: %d resources, want 1", len(res))
 	}
-	md["LABELS"] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"app": structpb.NewStringValue("web")}})
-	p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~web.default~default.svc.cluster.local", Metadata: &structpb.Struct{Fields: md}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Generate(gen.Input{Push: pc, Proxy: p, Names: []string{gen.VirtualInboundListener}})
-	if err != nil || len(res) != 1 {
-		t.Fatalf("virtualInbound: %v (%d resources)", err, len(res))
-	}
-	gentest.Validate(t, res)
 	return res[0].Resource.(*listenerv3.Listener)
 }
 
@@ -139,11 +131,7 @@ func TestInboundCatchAllFollowsPeerAuthentication(t *testing.T) {
 		{"strict, port-level disable, another port", peerAuthn("STRICT", portLevel), plainTCP, "closed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pc, err := gentest.Build([]byte(inboundWorld), []byte(tc.config))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := webInbound(t, pc, nil)
+			l := webInbound(t, gentest.MustBuild(t, inboundWorld, tc.config))
 			if got := chainVerdict(t, gentest.MatchChain(l, tc.conn)); got != tc.want {
 				t.Errorf("%+v: %s, want %s", tc.conn, got, tc.want)
 			}
@@ -202,13 +190,10 @@ func TestPathNormalizationBeforeRBAC(t *testing.T) {
 		{meshv1alpha1.MeshConfig_ProxyPathNormalization_NONE, want{false, false, hcmv3.HttpConnectionManager_KEEP_UNCHANGED}},
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
-			pc, err := gentest.Build([]byte(inboundWorld), []byte(peerAuthn("PERMISSIVE", "")), []byte(gatewayWorld))
-			if err != nil {
-				t.Fatal(err)
-			}
+			pc := gentest.MustBuild(t, inboundWorld, peerAuthn("PERMISSIVE", ""), gatewayWorld)
 			pc.Mesh.PathNormalization = &meshv1alpha1.MeshConfig_ProxyPathNormalization{Normalization: tc.mode}
-			hcms := listenerHCMs(t, webInbound(t, pc, nil))
-			for _, l := range gatewayListenersOf(t, pc, nil) {
+			hcms := listenerHCMs(t, webInbound(t, pc))
+			for _, l := range gatewayListenersOf(t, pc, nil, nil) {
 				hcms = append(hcms, listenerHCMs(t, l)...)
 			}
 			if len(hcms) < 4 {
@@ -242,21 +227,17 @@ spec:
   - from: [{source: {remoteIpBlocks: ["192.0.2.0/24"]}}]
 `
 
-func gatewayListenersOf(t *testing.T, pc *push.PushContext, md map[string]*structpb.Value) []*listenerv3.Listener {
+// gatewayListenersOf are the listeners of the ingress gateway
+// (istio=ingressgateway) with the node metadata meta and PROXY_CONFIG
+// proxyConfig.
+func gatewayListenersOf(t *testing.T, pc *push.PushContext, meta map[string]string, proxyConfig map[string]any) []*listenerv3.Listener {
 	t.Helper()
-	if md == nil {
-		md = map[string]*structpb.Value{}
+	p := gentest.ProxySpec{ID: "router~10.9.0.1~ingress-1.istio-system~istio-system.svc.cluster.local", Metadata: meta,
+		Labels: map[string]string{"istio": "ingressgateway"}, ProxyConfig: proxyConfig}.Proxy(t)
+	res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p})
+	if len(res) == 0 {
+		t.Fatal("gateway listeners: none")
 	}
-	md["LABELS"] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"istio": structpb.NewStringValue("ingressgateway")}})
-	p, err := gen.ParseNode(&corev3.Node{Id: "router~10.9.0.1~ingress-1.istio-system~istio-system.svc.cluster.local", Metadata: &structpb.Struct{Fields: md}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Generate(gen.Input{Push: pc, Proxy: p})
-	if err != nil || len(res) == 0 {
-		t.Fatalf("gateway listeners: %v (%d)", err, len(res))
-	}
-	gentest.Validate(t, res)
 	var out []*listenerv3.Listener
 	for _, r := range res {
 		out = append(out, r.Resource.(*listenerv3.Listener))
@@ -272,17 +253,17 @@ func gatewayListenersOf(t *testing.T, pc *push.PushContext, md map[string]*struc
 // use_remote_address was unset, so remote.ip and remoteIpBlocks followed
 // the client-written X-Forwarded-For.
 func TestGatewayTrustsOnlyConfiguredHops(t *testing.T) {
-	proxyConfig := func(js string) map[string]*structpb.Value {
-		var s structpb.Struct
-		if err := s.UnmarshalJSON([]byte(js)); err != nil {
+	proxyConfig := func(js string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(js), &m); err != nil {
 			t.Fatal(err)
 		}
-		return map[string]*structpb.Value{"PROXY_CONFIG": structpb.NewStructValue(&s)}
+		return m
 	}
 	for _, tc := range []struct {
 		name     string
 		meshHops uint32
-		md       map[string]*structpb.Value
+		pc       map[string]any // PROXY_CONFIG
 		hops     uint32
 		xfcc     hcmv3.HttpConnectionManager_ForwardClientCertDetails
 	}{
@@ -291,14 +272,11 @@ func TestGatewayTrustsOnlyConfiguredHops(t *testing.T) {
 		{"proxy config wins", 2, proxyConfig(`{"gatewayTopology": {"numTrustedProxies": 1, "forwardClientCertDetails": "FORWARD_ONLY"}}`), 1, hcmv3.HttpConnectionManager_FORWARD_ONLY},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pc, err := gentest.Build([]byte(gatewayWorld))
-			if err != nil {
-				t.Fatal(err)
-			}
+			pc := gentest.MustBuild(t, gatewayWorld)
 			if tc.meshHops > 0 {
 				pc.Mesh.DefaultConfig.GatewayTopology = &meshv1alpha1.Topology{NumTrustedProxies: tc.meshHops}
 			}
-			hcms := listenerHCMs(t, gatewayListenersOf(t, pc, tc.md)[0])
+			hcms := listenerHCMs(t, gatewayListenersOf(t, pc, nil, tc.pc)[0])
 			if len(hcms) == 0 {
 				t.Fatal("no connection manager on the gateway")
 			}
@@ -312,11 +290,8 @@ func TestGatewayTrustsOnlyConfiguredHops(t *testing.T) {
 	}
 	// Sidecars never take the client's address from the connection (the
 	// app's own local connection) nor trust forwarded hops.
-	pc, err := gentest.Build([]byte(inboundWorld), []byte(peerAuthn("PERMISSIVE", "")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range listenerHCMs(t, webInbound(t, pc, nil)) {
+	pc := gentest.MustBuild(t, inboundWorld, peerAuthn("PERMISSIVE", ""))
+	for _, h := range listenerHCMs(t, webInbound(t, pc)) {
 		if h.GetUseRemoteAddress() == nil || h.GetUseRemoteAddress().GetValue() || h.GetXffNumTrustedHops() != 0 ||
 			h.GetForwardClientCertDetails() != hcmv3.HttpConnectionManager_APPEND_FORWARD {
 			t.Errorf("sidecar inbound %s: use_remote_address %v, hops %d, xfcc %v", h.GetStatPrefix(), h.GetUseRemoteAddress(), h.GetXffNumTrustedHops(), h.GetForwardClientCertDetails())
@@ -328,20 +303,13 @@ func TestGatewayTrustsOnlyConfiguredHops(t *testing.T) {
 // connection manager allows WebSocket upgrades (Envoy answers 403
 // otherwise) and never resets idle streams (stream_idle_timeout 0).
 func TestHTTPConnectionManagerSettings(t *testing.T) {
-	pc, err := gentest.Build([]byte(inboundWorld), []byte(peerAuthn("PERMISSIVE", "")), []byte(gatewayWorld))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.1~web.default~default.svc.cluster.local"})
-	res, err := Generate(gen.Input{Push: pc, Proxy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, inboundWorld, peerAuthn("PERMISSIVE", ""), gatewayWorld)
+	p := gentest.Node(t, "sidecar~10.0.0.1~web.default~default.svc.cluster.local", nil)
 	var hcms []*hcmv3.HttpConnectionManager
-	for _, r := range res {
+	for _, r := range gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}) {
 		hcms = append(hcms, listenerHCMs(t, r.Resource.(*listenerv3.Listener))...)
 	}
-	for _, l := range gatewayListenersOf(t, pc, nil) {
+	for _, l := range gatewayListenersOf(t, pc, nil, nil) {
 		hcms = append(hcms, listenerHCMs(t, l)...)
 	}
 	if len(hcms) < 4 {
@@ -368,12 +336,7 @@ func TestUnauthenticatedGatewayGetsNoTLSServers(t *testing.T) {
 	pc := gentest.Scenario(t, dir)
 	spec := gentest.Proxies(t, dir)[0]
 	tlsChains := func(p *gen.Proxy) int {
-		res, err := Generate(gen.Input{Push: pc, Proxy: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gentest.Validate(t, res)
-		return len(gentest.SecretNames(res))
+		return len(gentest.SecretNames(gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p})))
 	}
 	authed := spec.Proxy(t)
 	if authed.Identity == nil {
@@ -396,7 +359,7 @@ func TestUnauthenticatedGatewayGetsNoTLSServers(t *testing.T) {
 // requirement (the harness against istiod showed it on Istio's gateway
 // benchmark).
 func TestIstioMutualGatewayServer(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	pc := gentest.MustBuild(t, `
 apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: mesh-gw, namespace: istio-system}
@@ -406,11 +369,8 @@ spec:
   - port: {number: 443, name: https, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: ISTIO_MUTUAL, subjectAltNames: ["spiffe://cluster.local/ns/shop/sa/web"]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := gatewayListenersOf(t, pc, nil)
+`)
+	ls := gatewayListenersOf(t, pc, nil, nil)
 	var ctx tlsv3.DownstreamTlsContext
 	found := false
 	for _, l := range ls {

@@ -4,11 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -52,17 +50,11 @@ spec:
 
 func telemetryProxy(t *testing.T, ip, app string, istio bool) *gen.Proxy {
 	t.Helper()
-	md := map[string]*structpb.Value{
-		"LABELS": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"app": structpb.NewStringValue(app)}}),
-	}
+	md := map[string]string{}
 	if istio {
-		md["ISTIO_VERSION"] = structpb.NewStringValue("1.31.0")
+		md["ISTIO_VERSION"] = "1.31.0"
 	}
-	p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~" + ip + "~" + app + "-1.shop~shop.svc.cluster.local", Metadata: &structpb.Struct{Fields: md}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return gentest.ProxySpec{ID: "sidecar~" + ip + "~" + app + "-1.shop~shop.svc.cluster.local", Metadata: md, Labels: map[string]string{"app": app}}.Proxy(t)
 }
 
 // inboundHCM is the connection manager of virtualInbound's chain for
@@ -108,17 +100,9 @@ func httpFilterNames(h *hcmv3.HttpConnectionManager) []string {
 // plain Envoy gets the access logs and tracing but none of Istio's
 // filters (it could not load them).
 func TestIstioProxyTelemetry(t *testing.T) {
-	pc, err := gentest.Build([]byte(telemetryScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, telemetryScenario)
 	gen1 := func(p *gen.Proxy) []gen.Resource {
-		res, err := Generate(gen.Input{Push: pc, Proxy: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gentest.Validate(t, res)
-		return res
+		return gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p})
 	}
 
 	// web (server-side metrics off by its workload Telemetry), istio-proxy.
