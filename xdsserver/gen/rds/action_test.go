@@ -3,13 +3,11 @@ package rds
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -131,13 +129,5 @@ spec:
 // the config cfg (YAML).
 func sidecarView(t *testing.T, cfg string) *scope.View {
 	t.Helper()
-	pc, err := gentest.Build([]byte(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return scope.New(pc, proxy)
+	return scope.New(gentest.MustBuild(t, cfg), gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", nil))
 }

@@ -3,7 +3,6 @@ package rds
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -51,22 +50,14 @@ spec:
 // oldest first, as istiod orders them (creation time, then name), not by
 // name.
 func TestOldestVirtualServiceFirst(t *testing.T) {
-	pc, err := gentest.Build([]byte(ageConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, ageConfig)
 	routes := func(id, rc, vhost string) []string {
 		t.Helper()
-		p, err := gen.ParseNode(&corev3.Node{Id: id})
-		if err != nil {
-			t.Fatal(err)
+		p := gentest.ProxySpec{ID: id, Labels: map[string]string{"istio": "ingressgateway"}}.Proxy(t)
+		res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p, Names: []string{rc}})
+		if len(res) != 1 {
+			t.Fatalf("%s: %d route configs, want 1", rc, len(res))
 		}
-		p.Labels = map[string]string{"istio": "ingressgateway"}
-		res, err := Generate(gen.Input{Push: pc, Proxy: p, Names: []string{rc}})
-		if err != nil || len(res) != 1 {
-			t.Fatalf("%s: %d route configs, %v", rc, len(res), err)
-		}
-		gentest.Validate(t, res)
 		var names []string
 		for _, vh := range res[0].Resource.(*routev3.RouteConfiguration).GetVirtualHosts() {
 			if vh.GetName() == vhost {

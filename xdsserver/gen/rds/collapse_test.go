@@ -4,9 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -17,7 +15,7 @@ import (
 // alphabetical), as istiod's collapseDuplicateRoutes; a host with other
 // routes keeps its own.
 func TestGatewayHostsCollapse(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	pc := gentest.MustBuild(t, `
 apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}
@@ -40,20 +38,12 @@ spec:
   hosts: [c.example.com]
   gateways: [gw]
   http: [{route: [{destination: {host: svc.example.com, port: {number: 80}}}]}]
-`))
-	if err != nil {
-		t.Fatal(err)
+`)
+	p := gentest.ProxySpec{ID: "router~10.1.1.2~gw.ns~ns.svc.cluster.local", Labels: map[string]string{"istio": "ingressgateway"}}.Proxy(t)
+	res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p, Names: []string{"http.80"}})
+	if len(res) != 1 {
+		t.Fatalf("%d route configs, want 1", len(res))
 	}
-	md := &structpb.Struct{Fields: map[string]*structpb.Value{"LABELS": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"istio": structpb.NewStringValue("ingressgateway")}})}}
-	p, err := gen.ParseNode(&corev3.Node{Id: "router~10.1.1.2~gw.ns~ns.svc.cluster.local", Metadata: md})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Generate(gen.Input{Push: pc, Proxy: p, Names: []string{"http.80"}})
-	if err != nil || len(res) != 1 {
-		t.Fatalf("%d route configs, %v", len(res), err)
-	}
-	gentest.Validate(t, res)
 	got := map[string][]string{}
 	for _, vh := range res[0].Resource.(*routev3.RouteConfiguration).GetVirtualHosts() {
 		got[vh.GetName()] = vh.GetDomains()

@@ -5,9 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -40,25 +38,10 @@ spec:
   resolution: STATIC
   endpoints: [{address: 10.0.0.2}]
 `
-	pc, err := gentest.Build([]byte(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
-	proxy, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", Metadata: md})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, cfg)
+	proxy := gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", map[string]string{"GENERATOR": "grpc"})
 	names := []string{"outbound|7070||a.ns.svc.cluster.local", "outbound|7070||t.ns.svc.cluster.local", "a:7070"}
-	res, err := Generate(gen.Input{Push: pc, Proxy: proxy, Names: names})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gentest.Validate(t, res)
-	got := map[string]*routev3.RouteConfiguration{}
-	for _, r := range res {
-		got[r.Name] = r.Resource.(*routev3.RouteConfiguration)
-	}
+	got := gentest.ByName[*routev3.RouteConfiguration](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: proxy, Names: names}))
 	if len(got) != 2 || got["a:7070"] != nil {
 		t.Fatalf("route configs %v, want the two outbound|7070||HOST ones only", slices.Sorted(maps.Keys(got)))
 	}

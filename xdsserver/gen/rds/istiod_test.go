@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -20,7 +19,7 @@ import (
 // grpc-timeout by their timeout; an auto-detected port's own config
 // takes every domain; a gateway's host is its only domain.
 func TestIstiodRouteDefaults(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	pc := gentest.MustBuild(t, `
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: web, namespace: default}
@@ -56,23 +55,9 @@ metadata: {name: gw, namespace: default}
 spec:
   selector: {istio: ingressgateway}
   servers: [{port: {number: 8080, name: http, protocol: HTTP}, hosts: ["*/web.default.svc.cluster.local"]}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := func(id string, labels map[string]string) *gen.Proxy {
-		p, err := gen.ParseNode(&corev3.Node{Id: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Labels = labels
-		return p
-	}
-	sidecar := node("sidecar~10.0.0.9~client.default~default.svc.cluster.local", nil)
-	res, err := Generate(gen.Input{Push: pc, Proxy: sidecar, Names: []string{"80", "web.default.svc.cluster.local:9000", "8080"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	sidecar := gentest.Node(t, "sidecar~10.0.0.9~client.default~default.svc.cluster.local", nil)
+	res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: sidecar, Names: []string{"80", "web.default.svc.cluster.local:9000", "8080"}})
 	// A VirtualService naming no service gets a virtual host on port 80
 	// only, as istiod's selectVirtualServices.
 	for _, r := range res {
@@ -85,13 +70,8 @@ spec:
 		}
 	}
 	res = res[:2]
-	gw := node("router~10.0.0.8~gw.default~default.svc.cluster.local", map[string]string{"istio": "ingressgateway"})
-	gres, err := Generate(gen.Input{Push: pc, Proxy: gw, Names: []string{"http.8080"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res = append(res, gres...)
-	gentest.Validate(t, res)
+	gw := gentest.ProxySpec{ID: "router~10.0.0.8~gw.default~default.svc.cluster.local", Labels: map[string]string{"istio": "ingressgateway"}}.Proxy(t)
+	res = append(res, gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: gw, Names: []string{"http.8080"}})...)
 	if len(res) != 3 {
 		t.Fatalf("%d route configs, want 3", len(res))
 	}

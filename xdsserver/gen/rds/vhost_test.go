@@ -3,9 +3,7 @@ package rds
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -56,20 +54,10 @@ spec:
   - match: [{port: 8080}]
     route: [{destination: {host: b.ns.svc.cluster.local}}]
 `
-	pc, err := gentest.Build([]byte(cfg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := func(t *testing.T, node *corev3.Node, names ...string) {
-		proxy, err := gen.ParseNode(node)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Generate(gen.Input{Push: pc, Proxy: proxy, Names: names})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gentest.Validate(t, res)
+	pc := gentest.MustBuild(t, cfg)
+	check := func(t *testing.T, meta map[string]string, names ...string) {
+		proxy := gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", meta)
+		res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: proxy, Names: names})
 		found := map[string]bool{}
 		for _, r := range res {
 			for _, vh := range r.Resource.(*routev3.RouteConfiguration).GetVirtualHosts() {
@@ -91,11 +79,9 @@ spec:
 		}
 	}
 	t.Run("sidecar", func(t *testing.T) {
-		check(t, &corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"}, "80")
+		check(t, nil, "80")
 	})
 	t.Run("proxyless", func(t *testing.T) {
-		md, _ := structpb.NewStruct(map[string]any{"GENERATOR": "grpc"})
-		proxy := &corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", Metadata: md}
-		check(t, proxy, "outbound|80||a.ns.svc.cluster.local", "outbound|80||b.ns.svc.cluster.local")
+		check(t, map[string]string{"GENERATOR": "grpc"}, "outbound|80||a.ns.svc.cluster.local", "outbound|80||b.ns.svc.cluster.local")
 	})
 }
