@@ -7,9 +7,10 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	credsrc "github.com/baremesh/baremesh/sources/credentials"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
 // credentialsRescan is how often the credentials directory is re-read
@@ -32,21 +33,23 @@ func (d *Daemon) startCredentials(ctx context.Context, goRun func(func())) {
 }
 
 // credentialProblem is a credential that cannot be served, or a Gateway
-// server whose credentialName cannot be served (so its listener chain is
-// left out), on /debug/configz.
+// server whose credential a connected gateway cannot get (so its
+// listener chain is left out of that gateway's LDS), on /debug/configz.
 type credentialProblem struct {
 	Credential string `json:"credential"`
 	Gateway    string `json:"gateway,omitempty"`
 	Server     string `json:"server,omitempty"`
-	Error      string `json:"error"`
+	// Proxy is the connected gateway the server is left out for.
+	Proxy string `json:"proxy,omitempty"`
+	Error string `json:"error"`
 }
 
 // credentialProblems lists the credentials of pc that cannot be served
-// and the Gateway servers that name a credential their gateway cannot
-// get. A gateway's credentials are read in its proxy's namespace; this
-// page judges by the Gateway resource's namespace, which is the same
-// where gateways are deployed as Istio's are.
-func credentialProblems(pc *push.PushContext) []credentialProblem {
+// and, for each connected gateway proxy, the servers of its Gateways it
+// cannot serve, by the rule its listeners are built with
+// (scope.GatewayServer.CredentialProblem), so the page says what is
+// served.
+func credentialProblems(pc *push.PushContext, proxies []*model.Proxy) []credentialProblem {
 	out := []credentialProblem{}
 	if pc == nil {
 		return out
@@ -54,24 +57,31 @@ func credentialProblems(pc *push.PushContext) []credentialProblem {
 	for _, c := range pc.Credentials.Problems() {
 		out = append(out, credentialProblem{Credential: c.Name, Error: c.Err.Error()})
 	}
-	for _, c := range pc.Configs(config.Gateway) {
-		for i, s := range c.Spec.(*networking.Gateway).GetServers() {
-			t := s.GetTls()
-			if t.GetCredentialName() == "" || t.GetMode() == networking.ServerTLSSettings_PASSTHROUGH {
-				continue
-			}
-			if err := pc.Credentials.Usable(c.Namespace, t.GetCredentialName(), t.GetMode() == networking.ServerTLSSettings_MUTUAL); err != nil {
-				name := s.GetName()
-				if name == "" {
-					name = s.GetPort().GetName()
+	for _, p := range proxies {
+		if p.Type != model.Router {
+			continue
+		}
+		ports, byPort := scope.GatewayServers(pc, p)
+		for _, port := range ports {
+			for _, s := range byPort[port] {
+				if err := s.CredentialProblem(pc.Credentials, p); err != nil {
+					out = append(out, credentialProblem{Credential: s.Server.GetTls().GetCredentialName(), Gateway: s.Gateway,
+						Server: serverName(s.Server, port), Proxy: p.ID, Error: err.Error() + "; the server is left out of the gateway's listeners"})
 				}
-				if name == "" {
-					name = fmt.Sprintf("servers[%d]", i)
-				}
-				out = append(out, credentialProblem{Credential: t.GetCredentialName(), Gateway: c.Namespace + "/" + c.Name,
-					Server: name, Error: err.Error() + "; the server is left out of the gateway's listeners"})
 			}
 		}
 	}
 	return out
+}
+
+// serverName names a Gateway server on the page: its name, else its
+// port's name, else its port number.
+func serverName(s *networking.Server, port uint32) string {
+	if s.GetName() != "" {
+		return s.GetName()
+	}
+	if s.GetPort().GetName() != "" {
+		return s.GetPort().GetName()
+	}
+	return fmt.Sprintf("port %d", port)
 }

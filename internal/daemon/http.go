@@ -124,7 +124,7 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	if k := d.kube.Load(); k != nil {
 		out.Clusters = k.Status()
 	}
-	out.Credentials = credentialProblems(d.pipeline.Current())
+	out.Credentials = credentialProblems(d.pipeline.Current(), d.xds.Proxies())
 	out.Authn = d.authnProblems()
 	if pc := d.pipeline.Current(); pc != nil {
 		out.Snapshot = &snapshotInfo{Version: pc.Version, Built: pc.Built, Services: len(pc.Services())}

@@ -14,7 +14,6 @@ import (
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
-	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
 
 // gatewayListeners builds a router's listeners: "0.0.0.0_PORT" per
@@ -79,8 +78,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 					l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{httpFilter(stat, s.RouteName)}})
 				}
 			case s.RouteName != "":
-				if t := s.Server.GetTls(); t.GetCredentialName() != "" && (sds.Authorize(v.Proxy) != nil ||
-					v.Push.Credentials.Usable(sds.Namespace(v.Proxy), t.GetCredentialName(), t.GetMode() == networking.ServerTLSSettings_MUTUAL) != nil) {
+				if s.CredentialProblem(v.Push.Credentials, v.Proxy) != nil { // scope/credential.go
 					// Left out rather than waiting for a secret that cannot
 					// come (configz says why), which would keep the whole
 					// listener from serving: a credential that is missing or
