@@ -23,14 +23,8 @@ func TestLocalityLBReadsOnlyKeyFields(t *testing.T) {
 		p.Metadata = map[string]string{"NETWORK": "net-x"}
 		keyOnly := &gen.Proxy{ID: "cache", Type: p.Type, Namespace: p.Namespace, DNSDomain: p.DNSDomain,
 			Labels: p.Labels, Proxyless: p.Proxyless, Locality: p.Locality, Metadata: map[string]string{}}
-		full, err := eds.Generate(gen.Input{Push: pc, Proxy: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		reduced, err := eds.Generate(gen.Input{Push: pc, Proxy: keyOnly})
-		if err != nil {
-			t.Fatal(err)
-		}
+		full := gentest.Run(t, eds.Generate, gen.Input{Push: pc, Proxy: p})
+		reduced := gentest.Run(t, eds.Generate, gen.Input{Push: pc, Proxy: keyOnly})
 		if len(full) != len(reduced) || len(full) == 0 {
 			t.Fatalf("%s: %d resources, %d from the key's fields", spec.Name, len(full), len(reduced))
 		}

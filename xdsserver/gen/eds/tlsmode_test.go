@@ -3,7 +3,6 @@ package eds_test
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -17,7 +16,7 @@ import (
 // its workload's PeerAuthentication for the endpoint's port is not
 // DISABLE; a DestinationRule tls mode decides alone where it is set.
 func TestTLSModeFollowsPeerAuthentication(t *testing.T) {
-	pc, err := gentest.Build([]byte(`
+	pc := gentest.MustBuild(t, `
 apiVersion: security.istio.io/v1
 kind: PeerAuthentication
 metadata: {name: web, namespace: default}
@@ -62,14 +61,8 @@ spec:
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: STATIC
   endpoints: [{address: 10.0.0.2, labels: {security.istio.io/tlsMode: istio}}, {address: 10.0.0.3, labels: {security.istio.io/tlsMode: disabled}}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.0.0.9~client.default~default.svc.cluster.local"})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	p := gentest.Node(t, "sidecar~10.0.0.9~client.default~default.svc.cluster.local", nil)
 	want := map[string]map[string]string{ // cluster -> address -> tlsMode
 		"outbound|8080||web.default.svc.cluster.local": {"10.0.0.1": ""},      // workload port DISABLE
 		"outbound|9000||web.default.svc.cluster.local": {"10.0.0.1": "istio"}, // workload port PERMISSIVE
@@ -80,11 +73,7 @@ spec:
 	for n := range want {
 		names = append(names, n)
 	}
-	res, err := eds.Generate(gen.Input{Push: pc, Proxy: p, Names: names})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gentest.Validate(t, res)
+	res := gentest.Run(t, eds.Generate, gen.Input{Push: pc, Proxy: p, Names: names})
 	if len(res) != len(want) {
 		t.Fatalf("%d assignments, want %d", len(res), len(want))
 	}

@@ -81,6 +81,12 @@ func Credentials(t testing.TB, dir string) *credentials.Set {
 // config.Typed, put in a store.Memory, applied to a model.Registry, then
 // push.Build with the default mesh config.
 func Build(files ...[]byte) (*push.PushContext, error) {
+	return BuildKube(nil, files...)
+}
+
+// BuildKube is Build with Kubernetes updates (Services, endpoints of a
+// cluster) applied to the registry after the YAML documents.
+func BuildKube(kube []model.KubeUpdate, files ...[]byte) (*push.PushContext, error) {
 	var cfgs []config.Config
 	for _, data := range files {
 		docs, err := Decode(data)
@@ -100,6 +106,9 @@ func Build(files ...[]byte) (*push.PushContext, error) {
 		reg.Apply(events)
 	})
 	mem.Apply(cfgs, nil)
+	for _, u := range kube {
+		reg.ApplyKube(u)
+	}
 	return push.Build(nil, push.Inputs{Store: mem, Registry: reg, Mesh: config.DefaultMeshConfig()}, nil, time.Unix(0, 0)), nil
 }
 

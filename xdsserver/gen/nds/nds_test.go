@@ -5,14 +5,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/gen/nds"
@@ -123,22 +120,11 @@ spec:
 // unready and far-network pods, and a multi-cluster (clusterset) host.
 func snapshot(t *testing.T) *push.PushContext {
 	t.Helper()
-	cfgs, err := gentest.Decode([]byte(meshConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := store.NewMemory()
-	reg := model.NewRegistry(model.NewAllocator())
-	mem.Subscribe(func(events []store.Event) {
-		slices.SortStableFunc(events, func(a, b store.Event) int { return rank(a) - rank(b) })
-		reg.Apply(events)
-	})
-	mem.Apply(cfgs, nil)
 	http := []model.Port{{Name: "http", Number: 9080, Protocol: model.HTTP}}
 	ep := func(addr, network string, healthy bool) *model.Endpoint {
 		return &model.Endpoint{Address: addr, Port: 9080, ServicePortName: "http", Network: network, Healthy: healthy, Weight: 1}
 	}
-	reg.ApplyKube(model.KubeUpdate{Cluster: "east", Full: true, Services: []*model.KubeService{
+	pc, err := gentest.BuildKube([]model.KubeUpdate{{Cluster: "east", Full: true, Services: []*model.KubeService{
 		{Name: "reviews", Service: &model.Service{Hostname: "reviews.bookinfo.svc.cluster.local", Namespace: "bookinfo",
 			Addresses: []string{"10.96.0.10", "fd00::10"}, Ports: http}},
 		{Name: "mysql", Service: &model.Service{Hostname: "mysql.bookinfo.svc.cluster.local", Namespace: "bookinfo",
@@ -149,15 +135,11 @@ func snapshot(t *testing.T) *push.PushContext {
 			Resolution: model.Passthrough}, Endpoints: []*model.Endpoint{ep("10.244.1.1", "", true)}},
 		{Name: "details", Service: &model.Service{Hostname: "details.bookinfo.svc.clusterset.local", Namespace: "bookinfo",
 			Addresses: []string{"10.96.0.11"}, Ports: http}},
-	}})
-	return push.Build(nil, push.Inputs{Store: mem, Registry: reg, Mesh: config.DefaultMeshConfig()}, nil, time.Unix(0, 0))
-}
-
-func rank(e store.Event) int {
-	if e.Key().Kind == config.ServiceEntry {
-		return 0
+	}}}, []byte(meshConfig))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 1
+	return pc
 }
 
 // TestNameTable checks the table of each kind of proxy against istiod's
@@ -230,10 +212,9 @@ func TestNameTable(t *testing.T) {
 		{"gateway", gentest.ProxySpec{ID: "router~10.0.0.1~gw.app~app.svc.cluster.local"}, common},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := tc.node.Proxy(t)
-			res, err := nds.Generate(gen.Input{Push: pc, Proxy: p})
-			if err != nil || len(res) != 1 {
-				t.Fatalf("Generate: %d resources, %v", len(res), err)
+			res := gentest.Run(t, nds.Generate, gen.Input{Push: pc, Proxy: tc.node.Proxy(t)})
+			if len(res) != 1 {
+				t.Fatalf("Generate: %d resources, want 1", len(res))
 			}
 			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(res[0].Resource)
 			if err != nil {
@@ -269,7 +250,7 @@ func diff(t *testing.T, got, want nds.Table) {
 // the type pilot-agent unpacks, and the bytes are deterministic.
 func TestNameTableTypeURL(t *testing.T) {
 	pc := snapshot(t)
-	p := gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local"}.Proxy(t)
+	p := gentest.Node(t, "sidecar~10.0.0.1~vm.app~app.svc.cluster.local", nil)
 	res, _ := nds.Generate(gen.Input{Push: pc, Proxy: p})
 	if u := "type.googleapis.com/" + string(res[0].Resource.ProtoReflect().Descriptor().FullName()); u != nds.TypeURL {
 		t.Fatalf("type URL %s", u)
@@ -302,11 +283,8 @@ func BenchmarkNameTable(b *testing.B) {
 		fmt.Fprintf(&sb, "apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: s%d, namespace: ns%d}\n"+
 			"spec: {hosts: [s%d.ns%d.mesh], %s ports: [{number: 80, name: http, protocol: HTTP}], resolution: STATIC}\n---\n", i, i%10, i, i%10, strings.Replace(addr, "]", "],", 1))
 	}
-	pc, err := gentest.Build([]byte(sb.String()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.ns0~ns0.svc.cluster.local", Metadata: map[string]string{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true"}}.Proxy(b)
+	pc := gentest.MustBuild(b, sb.String())
+	p := gentest.Node(b, "sidecar~10.0.0.1~vm.ns0~ns0.svc.cluster.local", map[string]string{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true"})
 	if tb := nds.Build(pc, p); len(tb) != 1000 {
 		b.Fatalf("%d entries", len(tb))
 	}
@@ -326,7 +304,7 @@ func BenchmarkNameTable(b *testing.B) {
 func TestEncodingMatchesProto(t *testing.T) {
 	pc := snapshot(t)
 	for _, id := range []string{"sidecar~10.0.0.1~vm.app~app.svc.cluster.local", "sidecar~10.0.0.1~vm.scoped~scoped.svc.cluster.local"} {
-		p := gentest.ProxySpec{ID: id, Metadata: map[string]string{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true", "INSTANCE_IPS": "10.0.0.1,fd00::1"}}.Proxy(t)
+		p := gentest.Node(t, id, map[string]string{"DNS_CAPTURE": "true", "DNS_AUTO_ALLOCATE": "true", "INSTANCE_IPS": "10.0.0.1,fd00::1"})
 		tb := nds.Build(pc, p)
 		tb["empty.example"] = &nds.Info{}
 		fast, err := proto.MarshalOptions{Deterministic: true}.Marshal(tb.Message())
@@ -347,7 +325,7 @@ func TestEncodingMatchesProto(t *testing.T) {
 // Services (or of a service no longer there) can change a table.
 func TestEndpointsMatter(t *testing.T) {
 	pc := snapshot(t)
-	p := gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.app~app.svc.cluster.local"}.Proxy(t)
+	p := gentest.Node(t, "sidecar~10.0.0.1~vm.app~app.svc.cluster.local", nil)
 	for _, tc := range []struct {
 		svc  model.ServiceKey
 		want bool

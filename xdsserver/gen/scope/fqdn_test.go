@@ -3,9 +3,6 @@ package scope_test
 import (
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -14,15 +11,7 @@ import (
 // names with dots and wildcards are kept, as Istio's
 // ResolveShortnameToFQDN keeps them.
 func TestFQDN(t *testing.T) {
-	pc, err := gentest.Build(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := gen.ParseNode(&corev3.Node{Id: "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := scope.New(pc, proxy)
+	v := scope.New(gentest.MustBuild(t), gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", nil))
 	for _, tc := range []struct{ host, want string }{
 		{"reviews", "reviews.default.svc.cluster.local"},
 		{"reviews.other", "reviews.other"},
