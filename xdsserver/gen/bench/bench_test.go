@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -40,22 +38,48 @@ func proxyFor(tb testing.TB, name string) *gen.Proxy {
 	if strings.Contains(name, "gateway") {
 		typ = "router"
 	}
-	n := &corev3.Node{
-		Id: typ + "~1.1.1.1~v0.default~default.svc.cluster.local",
-		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"LABELS": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"istio.io/benchmark": structpb.NewStringValue("true")}}),
-		}},
-	}
+	spec := gentest.ProxySpec{ID: typ + "~1.1.1.1~v0.default~default.svc.cluster.local", Labels: map[string]string{"istio.io/benchmark": "true"}}
 	if os.Getenv("BENCH_ISTIO_PROXY") != "" {
 		// As Istio's agent describes itself: istio-proxy, which gets
 		// Istio's telemetry (#27).
-		n.Metadata.Fields["ISTIO_VERSION"] = structpb.NewStringValue("1.31.0")
+		spec.Metadata = map[string]string{"ISTIO_VERSION": "1.31.0"}
 	}
-	p, err := gen.ParseNode(n)
+	return spec.Proxy(tb)
+}
+
+// generators are the types measured, by name.
+var generators = map[string]gen.Generator{"LDS": lds.Generate, "RDS": rds.Generate, "CDS": cds.Generate}
+
+// measure times the generator of typ on in (for RDS, in.Names are the
+// route names LDS produces for in) and reports kb/msg and resources/msg
+// (the size of one response) beside time and allocations.
+func measure(b *testing.B, typ string, in gen.Input) {
+	b.Helper()
+	g := generators[typ]
+	if typ == "RDS" {
+		ls, err := lds.Generate(in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.Names = gentest.RouteNames(ls)
+	}
+	res, err := g(in)
 	if err != nil {
-		tb.Fatal(err)
+		b.Fatal(err)
 	}
-	return p
+	size := 0
+	for _, r := range res {
+		size += proto.Size(gen.MustAny(r.Resource))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := g(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(size)/1024, "kb/msg")
+	b.ReportMetric(float64(len(res)), "resources/msg")
 }
 
 // BenchmarkGenerate measures LDS, RDS and CDS generation per case; RDS
@@ -83,40 +107,7 @@ func BenchmarkGenerate(b *testing.B) {
 		}
 		for _, typ := range typesFor(name) {
 			b.Run(name+"/"+typ, func(b *testing.B) {
-				pc := setup(b)
-				proxy := proxyFor(b, name)
-				in := gen.Input{Push: pc, Proxy: proxy}
-				var g gen.Generator
-				switch typ {
-				case "LDS":
-					g = lds.Generate
-				case "CDS":
-					g = cds.Generate
-				case "RDS":
-					g = rds.Generate
-					ls, err := lds.Generate(in)
-					if err != nil {
-						b.Fatal(err)
-					}
-					in.Names = gentest.RouteNames(ls)
-				}
-				res, err := g(in)
-				if err != nil {
-					b.Fatal(err)
-				}
-				size := 0
-				for _, r := range res {
-					size += proto.Size(gen.MustAny(r.Resource))
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					if _, err := g(in); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(size)/1024, "kb/msg")
-				b.ReportMetric(float64(len(res)), "resources/msg")
+				measure(b, typ, gen.Input{Push: setup(b), Proxy: proxyFor(b, name)})
 			})
 		}
 	}

@@ -5,17 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/gatewayapi"
 	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/gen/cds"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
-	"github.com/baremesh/baremesh/xdsserver/gen/lds"
-	"github.com/baremesh/baremesh/xdsserver/gen/rds"
 )
 
 // gatewayAPIRoutes is one Gateway API Gateway (one HTTP listener) with n
@@ -23,7 +16,7 @@ import (
 // a backend service of its own (n ServiceEntries): issue #28's measure.
 // istio is the same routes written as an Istio Gateway and n
 // VirtualServices, for comparison on the same run.
-func gatewayAPIRoutes(n int, istio bool) []byte {
+func gatewayAPIRoutes(n int, istio bool) string {
 	var sb strings.Builder
 	for i := range n {
 		fmt.Fprintf(&sb, `apiVersion: networking.istio.io/v1
@@ -79,21 +72,12 @@ spec:
   listeners: [{name: http, port: 80, protocol: HTTP, allowedRoutes: {namespaces: {from: All}}}]
 `)
 	}
-	return []byte(sb.String())
+	return sb.String()
 }
 
 func gatewayProxy(tb testing.TB) *gen.Proxy {
-	n := &corev3.Node{
-		Id: "router~10.9.9.9~gw-1.istio-system~istio-system.svc.cluster.local",
-		Metadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			"LABELS": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{gatewayapi.GatewayNameLabel: structpb.NewStringValue("gw")}}),
-		}},
-	}
-	p, err := gen.ParseNode(n)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return p
+	return gentest.ProxySpec{ID: "router~10.9.9.9~gw-1.istio-system~istio-system.svc.cluster.local",
+		Labels: map[string]string{gatewayapi.GatewayNameLabel: "gw"}}.Proxy(tb)
 }
 
 // BenchmarkGatewayAPI1000Routes measures, for a gateway with 1,000
@@ -104,10 +88,7 @@ func gatewayProxy(tb testing.TB) *gen.Proxy {
 func BenchmarkGatewayAPI1000Routes(b *testing.B) {
 	const n = 1000
 	for _, form := range []string{"gatewayapi", "istio-form"} {
-		pc, err := gentest.Build(gatewayAPIRoutes(n, form == "istio-form"))
-		if err != nil {
-			b.Fatal(err)
-		}
+		pc := gentest.MustBuild(b, gatewayAPIRoutes(n, form == "istio-form"))
 		if form == "gatewayapi" {
 			b.Run(form+"/convert", func(b *testing.B) {
 				in := gatewayapi.Input{
@@ -141,32 +122,7 @@ func BenchmarkGatewayAPI1000Routes(b *testing.B) {
 		}
 		for _, typ := range []string{"LDS", "RDS", "CDS"} {
 			b.Run(form+"/"+typ, func(b *testing.B) {
-				in := gen.Input{Push: pc, Proxy: gatewayProxy(b)}
-				g := map[string]gen.Generator{"LDS": lds.Generate, "RDS": rds.Generate, "CDS": cds.Generate}[typ]
-				if typ == "RDS" {
-					ls, err := lds.Generate(in)
-					if err != nil {
-						b.Fatal(err)
-					}
-					in.Names = gentest.RouteNames(ls)
-				}
-				res, err := g(in)
-				if err != nil {
-					b.Fatal(err)
-				}
-				size := 0
-				for _, r := range res {
-					size += proto.Size(gen.MustAny(r.Resource))
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					if _, err := g(in); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(size)/1024, "kb/msg")
-				b.ReportMetric(float64(len(res)), "resources/msg")
+				measure(b, typ, gen.Input{Push: pc, Proxy: gatewayProxy(b)})
 			})
 		}
 	}
