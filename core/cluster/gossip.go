@@ -34,6 +34,7 @@ func (t *Table) startGossip() error {
 	if t.o.Memberlist != nil {
 		t.o.Memberlist(c)
 	}
+	t.toDead = c.GossipToTheDeadTime
 	t.queue = &memberlist.TransmitLimitedQueue{RetransmitMult: c.RetransmitMult}
 	ml, err := memberlist.Create(c)
 	if err != nil {
@@ -225,6 +226,11 @@ func (e events) NotifyLeave(n *memberlist.Node) {
 	e.t.failed[n.Name] = failedMember{addr: n.Address(), at: time.Now()}
 	e.t.failedMu.Unlock()
 	e.t.o.Logger.Warn("member gone", "member", n.Name, "addr", n.Address())
+	// Until memberlist stops gossiping to it, changes are also synced
+	// with the live members (burst.go); the first sync carries what
+	// went to it while it was suspect.
+	e.t.deadUntil.Store(time.Now().Add(e.t.toDead).UnixNano())
+	e.t.syncSoon()
 	e.kick()
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -85,8 +86,13 @@ type Table struct {
 	// burst sync (burst.go).
 	queued uint64
 	burst  chan struct{}
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// deadUntil is when memberlist stops gossiping to the last member
+	// that died (Unix nanoseconds); until then every change is synced
+	// with the live members too (burst.go).
+	deadUntil atomic.Int64
+	toDead    time.Duration
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // held is a registration this replica holds connections for.
@@ -312,11 +318,8 @@ func (t *Table) commitLocked(r Record, gossip bool) {
 		t.queue.QueueBroadcast(&broadcast{key: r.Key, msg: msg})
 		t.o.Metrics.queued(len(msg))
 		t.queued++
-		if t.queue.NumQueued() >= burstQueue {
-			select {
-			case t.burst <- struct{}{}:
-			default:
-			}
+		if t.queue.NumQueued() >= burstQueue || t.degraded() {
+			t.syncSoon()
 		}
 	}
 	t.reassertLocked(r.Key)
