@@ -3,6 +3,7 @@ package authz_test
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
@@ -48,10 +49,7 @@ spec:
 // provider denies what it selects (istiod's rule), and on HTTP
 // requestPrincipals match the verified token's iss and sub.
 func TestDenySafe(t *testing.T) {
-	pc, err := gentest.Build([]byte(policies))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, policies)
 	p := authz.For(pc, "ns", map[string]string{"app": "a"})
 	tcp := p.RBACs(true)
 	if len(tcp) != 2 || tcp[0].Action != rbacv3.RBAC_DENY || tcp[1].Action != rbacv3.RBAC_ALLOW {
@@ -127,14 +125,11 @@ func js(t *testing.T, p *rbacv3.Policy) string {
 // The RBAC filters of many policies pack to the same bytes every time
 // (map order): the wire layer versions resources by their bytes.
 func TestFiltersDeterministic(t *testing.T) {
-	var b []byte
+	var b strings.Builder
 	for i := range 20 {
-		b = append(b, fmt.Sprintf("apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p%d, namespace: ns}\nspec:\n  action: DENY\n  rules: [{from: [{source: {namespaces: [x]}}]}]\n---\n", i)...)
+		fmt.Fprintf(&b, "apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata: {name: p%d, namespace: ns}\nspec:\n  action: DENY\n  rules: [{from: [{source: {namespaces: [x]}}]}]\n---\n", i)
 	}
-	pc, err := gentest.Build(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, b.String())
 	first := authz.For(pc, "ns", nil).HTTPFilters()[0].GetTypedConfig().GetValue()
 	for range 20 {
 		if again := authz.For(pc, "ns", nil).HTTPFilters()[0].GetTypedConfig().GetValue(); !bytes.Equal(first, again) {

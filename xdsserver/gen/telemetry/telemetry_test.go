@@ -42,10 +42,7 @@ spec:
 // TestPrecedence: mesh, then namespace, then workload, each overriding
 // only what it sets; of two at one level the first by name applies.
 func TestPrecedence(t *testing.T) {
-	pc, err := gentest.Build([]byte(levels))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, levels)
 	web := &gen.Proxy{Namespace: "shop", Labels: map[string]string{"app": "web"}}
 	other := &gen.Proxy{Namespace: "shop", Labels: map[string]string{"app": "db"}}
 
@@ -77,10 +74,7 @@ func TestPrecedence(t *testing.T) {
 // TestProblems: a provider the mesh lacks and a second Telemetry at one
 // level are named; nothing else is.
 func TestProblems(t *testing.T) {
-	pc, err := gentest.Build([]byte(levels))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc := gentest.MustBuild(t, levels)
 	ps := telemetry.Problems(pc)
 	if len(ps) != 2 {
 		t.Fatalf("want 2 problems, got %+v", ps)
