@@ -71,6 +71,33 @@ type Schema struct {
 	// ManifestKind is the kind as manifests write it when it differs from
 	// Kind (KubernetesGateway is "Gateway"); empty: Kind.
 	ManifestKind string
+
+	// Traits: what the rest of baremesh may assume of the kind. They are
+	// declared here only; the pipeline, the serving layer and the Istio
+	// config types ask (Kind.FeedsModel, Kind.ControllersOnly).
+
+	// FeedsModel: the service model (core/model) builds services and
+	// endpoints from the kind, so a change of it is judged by the services
+	// and endpoints it changes, not by its kind (an endpoint-only change
+	// is an endpoint push).
+	FeedsModel bool
+	// ControllersOnly: the kind is read by controllers beside the
+	// pipeline (auto-registration), never by a generator.
+	ControllersOnly bool
+}
+
+// FeedsModel reports whether the service model is built from the kind
+// (Schema.FeedsModel); false for an unknown kind.
+func (k Kind) FeedsModel() bool {
+	s := registry[k]
+	return s != nil && s.FeedsModel
+}
+
+// ControllersOnly reports whether only controllers beside the pipeline
+// read the kind (Schema.ControllersOnly); false for an unknown kind.
+func (k Kind) ControllersOnly() bool {
+	s := registry[k]
+	return s != nil && s.ControllersOnly
 }
 
 // GVK returns the schema's preferred GroupVersionKind.
@@ -104,9 +131,9 @@ func newStruct() proto.Message { return &structpb.Struct{} }
 // registry is built once and never altered.
 var registry = func() map[Kind]*Schema {
 	all := []*Schema{
-		{Kind: ServiceEntry, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.ServiceEntry{} }, Validate: validateServiceEntry},
-		{Kind: WorkloadEntry, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.WorkloadEntry{} }, Validate: validateWorkloadEntry},
-		{Kind: WorkloadGroup, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.WorkloadGroup{} }, Validate: validateWorkloadGroup},
+		{Kind: ServiceEntry, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.ServiceEntry{} }, Validate: validateServiceEntry, FeedsModel: true},
+		{Kind: WorkloadEntry, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.WorkloadEntry{} }, Validate: validateWorkloadEntry, FeedsModel: true},
+		{Kind: WorkloadGroup, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.WorkloadGroup{} }, Validate: validateWorkloadGroup, ControllersOnly: true},
 		{Kind: VirtualService, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.VirtualService{} }, Validate: validateVirtualService},
 		{Kind: DestinationRule, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.DestinationRule{} }, Validate: validateDestinationRule},
 		{Kind: Gateway, Group: NetworkingGroup, Versions: networkingVersions, New: func() proto.Message { return &networking.Gateway{} }, Validate: validateGateway},

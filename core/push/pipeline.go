@@ -54,7 +54,7 @@ type Pipeline struct {
 
 	mu      sync.Mutex
 	pending *Request
-	// unindexed are the service kinds (ServiceEntry, WorkloadEntry) with
+	// unindexed are the kinds that feed the model (Kind.FeedsModel) with
 	// changes no push has re-indexed yet: set before the model is
 	// updated, so a push that flushes in between re-indexes them too.
 	unindexed map[config.Kind]bool
@@ -110,7 +110,7 @@ func (p *Pipeline) Ready() <-chan struct{} { return p.ready }
 func (p *Pipeline) OnEvents(events []store.Event) {
 	p.mu.Lock()
 	for _, e := range events {
-		if k := e.Key().Kind; k == config.ServiceEntry || k == config.WorkloadEntry {
+		if k := e.Key().Kind; k.FeedsModel() {
 			if p.unindexed == nil {
 				p.unindexed = map[config.Kind]bool{}
 			}
@@ -122,12 +122,13 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 	req := &Request{Start: time.Now(), Reasons: map[string]int{}}
 	for _, e := range events {
 		k := e.Key()
-		// ServiceEntries and WorkloadEntries are judged through the
-		// model's change below (a full push only if a service changed),
-		// but always listed: the Istio config types serve them as they
-		// are to MCP subscribers (istiod), whatever the model made of
-		// them, even a WorkloadEntry nobody here selects.
-		if k.Kind != config.ServiceEntry && k.Kind != config.WorkloadEntry {
+		// Kinds that feed the model (ServiceEntries, WorkloadEntries)
+		// are judged through the model's change below (a full push only
+		// if a service changed), but always listed: the Istio config
+		// types serve them as they are to MCP subscribers (istiod),
+		// whatever the model made of them, even a WorkloadEntry nobody
+		// here selects.
+		if !k.Kind.FeedsModel() {
 			req.Full = true
 		}
 		req.Configs = mergeSet(req.Configs, map[config.Key]bool{k: true})

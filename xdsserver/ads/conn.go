@@ -20,7 +20,6 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/build"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/wire"
-	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // conn is one xDS stream, SotW or Delta: what both variants share. Its
@@ -292,7 +291,7 @@ func servicesOnly(req *push.Request) bool {
 		return false
 	}
 	for k := range req.Configs {
-		if !slices.Contains(xdstype.ServiceKinds, k.Kind) {
+		if !k.Kind.FeedsModel() {
 			return false
 		}
 	}

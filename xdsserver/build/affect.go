@@ -1,7 +1,6 @@
 package build
 
 import (
-	"slices"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
@@ -40,10 +39,11 @@ func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *pu
 		return all()
 	}
 	for k := range req.Configs {
-		// Services are judged by req.Services below, inert kinds affect
-		// nothing, except for a type that lists the kind (the Istio
-		// config types serve the configs themselves).
-		judged := slices.Contains(xdstype.ServiceKinds, k.Kind) || slices.Contains(xdstype.Inert, k.Kind)
+		// Kinds that feed the model are judged by req.Services below,
+		// kinds only controllers read affect nothing, except for a type
+		// that lists the kind (the Istio config types serve the configs
+		// themselves).
+		judged := k.Kind.FeedsModel() || k.Kind.ControllersOnly()
 		listed := judged
 		for _, t := range types {
 			r, ok := t.Affects[k.Kind]

@@ -21,9 +21,9 @@ var IstioConfig = func() []*Type {
 			URL: s.GVK().String(), Short: "mcp-" + strings.ToLower(string(k)),
 			Generate: istioconfig.For(k), Order: 10 + i, Wildcard: true,
 			Affects: map[config.Kind]Reach{k: Everyone},
-			// ServiceEntries and WorkloadEntries that change endpoints
-			// only come as endpoint pushes.
-			Endpoints: k == config.ServiceEntry || k == config.WorkloadEntry,
+			// Kinds that feed the model and change endpoints only
+			// come as endpoint pushes.
+			Endpoints: k.FeedsModel(),
 		}
 		out = append(out, t)
 	}

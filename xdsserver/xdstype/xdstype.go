@@ -104,14 +104,6 @@ const (
 	Scoped
 )
 
-// ServiceKinds are the kinds judged by the services they change
-// (push.Request.Services), not by kind.
-var ServiceKinds = []config.Kind{config.ServiceEntry, config.WorkloadEntry}
-
-// Inert kinds are read by controllers beside the pipeline
-// (auto-registration), never by a generator.
-var Inert = []config.Kind{config.WorkloadGroup}
-
 // The types baremesh serves.
 var (
 	Cluster = &Type{
