@@ -77,8 +77,8 @@ func TestReplicatedToAll(t *testing.T) {
 	a.Release("ns/vm-10.0.0.1")
 	owned(t, n, "ns/vm-10.0.0.1", "a", false, all...)
 	gone(t, n, "ns/vm-10.0.0.1", all...)
-	ev, _ := n.nodes["c"].events.last("ns/vm-10.0.0.1")
-	if !ev.Deleted || ev.at.Sub(time.Unix(0, ev.DisconnectedAt)) < grace {
+	ev := n.nodes["c"].events.removal(t, "ns/vm-10.0.0.1")
+	if ev.at.Sub(time.Unix(0, ev.DisconnectedAt)) < grace {
 		t.Errorf("c's last event %+v: want a removal at least %v after the disconnect", ev, grace)
 	}
 }
@@ -150,8 +150,8 @@ func TestReplicaKilled(t *testing.T) {
 	owned(t, n, "ns/never", "a", false, "b", "c")
 	gone(t, n, "ns/never", "b", "c")
 	for _, nd := range []*node{b, c} {
-		ev, _ := nd.events.last("ns/never")
-		if !ev.Deleted || ev.at.Sub(time.Unix(0, ev.DisconnectedAt)) < grace {
+		ev := nd.events.removal(t, "ns/never")
+		if ev.at.Sub(time.Unix(0, ev.DisconnectedAt)) < grace {
 			t.Errorf("%s: last event for ns/never %+v: want a removal at least %v after the death was seen", nd.Name(), ev, grace)
 		}
 	}

@@ -264,6 +264,21 @@ func (l *eventLog) last(key string) (event, bool) {
 	return event{}, false
 }
 
+// removal waits until the watcher has been told of key's removal and
+// returns that event. The table drops a record before its watcher runs
+// (events go through a queue), so reading the log as soon as Get shows the
+// record gone can miss the event (TestOneReplica failed so under load).
+func (l *eventLog) removal(t *testing.T, key string) event {
+	t.Helper()
+	var ev event
+	testkit.Eventually(t, "the watcher told of "+key+"'s removal", func() bool {
+		e, ok := l.last(key)
+		ev = e
+		return ok && e.Deleted
+	})
+	return ev
+}
+
 func data(s string) json.RawMessage { return json.RawMessage(`{"address":"` + s + `"}`) }
 
 func testLogger(name string) *slog.Logger {

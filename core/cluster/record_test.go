@@ -64,9 +64,7 @@ func TestOneReplica(t *testing.T) {
 		t.Fatalf("after the last release: %+v, want disconnected", r)
 	}
 	waitGone(t, tbl, "ns/x")
-	if e, ok := ev.last("ns/x"); !ok || !e.Deleted {
-		t.Errorf("watcher's last event %+v %v, want the removal", e, ok)
-	}
+	ev.removal(t, "ns/x")
 	if len(tbl.Members()) != 1 || tbl.NumMembers() != 1 {
 		t.Errorf("members %v", tbl.Members())
 	}
