@@ -69,10 +69,7 @@ func BenchmarkGenerateWithFilters(b *testing.B) {
 		if n == "100" {
 			extra = hundredFilters()
 		}
-		pc, err := gentest.Build(data, []byte(extra))
-		if err != nil {
-			b.Fatal(err)
-		}
+		pc := gentest.MustBuild(b, string(data), extra)
 		p := node(b, "sidecar~1.1.1.1~v0.default~default.svc.cluster.local", map[string]string{"istio.io/benchmark": "true"}, nil)
 		set := envoyfilter.Compile(pc.Configs(config.EnvoyFilter), pc.Mesh.GetRootNamespace())
 		if len(set.Problems()) > 0 {

@@ -2,6 +2,8 @@ package envoyfilter_test
 
 import (
 	"testing"
+
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 )
 
 // FuzzEnvoyFilter applies arbitrary EnvoyFilter specs to the world's
@@ -20,7 +22,7 @@ func FuzzEnvoyFilter(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, spec string) {
-		pc, err := gentestBuild(world, ef("fuzz", "istio-system", spec))
+		pc, err := gentest.Build([]byte(world), []byte(ef("fuzz", "istio-system", spec)))
 		if err != nil {
 			return // not a valid EnvoyFilter: the source rejects it
 		}

@@ -187,10 +187,7 @@ func TestInboundClusterByService(t *testing.T) {
 	for _, inst := range scope.Inbound(pc, p) {
 		hosts[inst.TargetPort] = append(hosts[inst.TargetPort], inst.Service.Hostname)
 	}
-	in, err := xdstype.Cluster.Generate(gen.Input{Push: pc, Proxy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := gentest.Run(t, xdstype.Cluster.Generate, gen.Input{Push: pc, Proxy: p})
 	out, problems := envoyfilter.Apply(xdstype.Cluster.URL, in, p, ps.WithInboundHosts(hosts))
 	gentest.Validate(t, out)
 	if len(problems) > 0 {

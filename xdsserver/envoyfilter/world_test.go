@@ -4,12 +4,10 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/push"
@@ -78,22 +76,10 @@ spec:
   http: [{route: [{destination: {host: web.default.svc.cluster.local, port: {number: 8080}}}]}]
 `
 
-// gentestBuild builds a snapshot from YAML texts.
-func gentestBuild(docs ...string) (*push.PushContext, error) {
-	var bs [][]byte
-	for _, d := range docs {
-		bs = append(bs, []byte(d))
-	}
-	return gentest.Build(bs...)
-}
-
+// buildWorld is the snapshot of the world and extra.
 func buildWorld(t testing.TB, extra string) *push.PushContext {
 	t.Helper()
-	pc, err := gentest.Build([]byte(world), []byte(extra))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pc
+	return gentest.MustBuild(t, world, extra)
 }
 
 // sidecar is web's sidecar; md adds node metadata.
@@ -106,22 +92,15 @@ func gateway(t testing.TB) *gen.Proxy {
 	return node(t, "router~10.0.0.9~gw.istio-system~istio-system.svc.cluster.local", map[string]string{"istio": "ingressgateway"}, nil)
 }
 
+// node is an istio-proxy (ISTIO_VERSION 1.31.0) with labels and the
+// node metadata md.
 func node(t testing.TB, id string, labels, md map[string]string) *gen.Proxy {
 	t.Helper()
-	f := map[string]*structpb.Value{"ISTIO_VERSION": structpb.NewStringValue("1.31.0")}
-	l := map[string]*structpb.Value{}
-	for k, v := range labels {
-		l[k] = structpb.NewStringValue(v)
-	}
-	f["LABELS"] = structpb.NewStructValue(&structpb.Struct{Fields: l})
+	meta := map[string]string{"ISTIO_VERSION": "1.31.0"}
 	for k, v := range md {
-		f[k] = structpb.NewStringValue(v)
+		meta[k] = v
 	}
-	p, err := gen.ParseNode(&corev3.Node{Id: id, Metadata: &structpb.Struct{Fields: f}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return gentest.ProxySpec{ID: id, Metadata: meta, Labels: labels}.Proxy(t)
 }
 
 // generated is every LDS, RDS and CDS resource for p, by type URL.
@@ -129,17 +108,9 @@ func generated(t testing.TB, pc *push.PushContext, p *gen.Proxy) map[string][]ge
 	t.Helper()
 	out := map[string][]gen.Resource{}
 	for _, ty := range []*xdstype.Type{xdstype.Listener, xdstype.Cluster} {
-		res, err := ty.Generate(gen.Input{Push: pc, Proxy: p})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[ty.URL] = res
+		out[ty.URL] = gentest.Run(t, ty.Generate, gen.Input{Push: pc, Proxy: p})
 	}
-	routes, err := xdstype.Route.Generate(gen.Input{Push: pc, Proxy: p, Names: gentest.RouteNames(out[xdstype.Listener.URL])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out[xdstype.Route.URL] = routes
+	out[xdstype.Route.URL] = gentest.Run(t, xdstype.Route.Generate, gen.Input{Push: pc, Proxy: p, Names: gentest.RouteNames(out[xdstype.Listener.URL])})
 	return out
 }
 
