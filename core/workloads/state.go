@@ -54,6 +54,8 @@ func (c *Controller) load() ([]*entry, error) {
 		return nil, fmt.Errorf("auto-registration state %s: version %d, want %d", c.o.StateFile, s.Version, stateVersion)
 	}
 	c.restored = s.Records
+	// A temporary file of an older version's interrupted write.
+	_ = os.Remove(c.o.StateFile + ".tmp")
 	return s.Entries, nil
 }
 
@@ -78,11 +80,76 @@ func (c *Controller) save() error {
 	if err := os.MkdirAll(filepath.Dir(c.o.StateFile), 0o700); err != nil {
 		return err
 	}
-	tmp := c.o.StateFile + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+	return writeAtomic(c.o.StateFile, data)
+}
+
+// Retries of a failed state write: after saveRetryMin, doubling up to
+// saveRetryMax, until one succeeds. Without them a registration made while
+// the disk was full was not persisted until the next change, which may
+// never come (issue #32).
+const (
+	saveRetryMin = time.Second
+	saveRetryMax = 30 * time.Second
+)
+
+// savePending is the save timer's function: it writes the state.
+func (c *Controller) savePending() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.saveTimer == nil {
+		return // Stop wrote it
+	}
+	c.saveTimer = nil
+	c.saveLocked()
+}
+
+// saveLocked writes the state now and, if that fails, counts it and
+// schedules a retry (none after Stop); c.mu is held.
+func (c *Controller) saveLocked() {
+	err := c.save()
+	if err == nil {
+		if c.saveFails > 0 {
+			c.o.Logger.Info("auto-registration state saved again", "file", c.o.StateFile, "failed writes", c.saveFails)
+			c.saveFails = 0
+		}
+		return
+	}
+	c.o.Metrics.saveFailed()
+	c.saveFails++
+	retry := min(saveRetryMax, saveRetryMin<<min(c.saveFails-1, 5))
+	c.o.Logger.Warn("auto-registration state not saved; retrying", "file", c.o.StateFile, "in", retry, "err", err)
+	if !c.stopped && c.saveTimer == nil {
+		c.saveTimer = time.AfterFunc(retry, c.savePending)
+	}
+}
+
+// writeAtomic writes data to a new temporary file beside path, syncs it
+// and renames it over path; on any failure the temporary file is removed
+// (a full disk left a 0-byte entries.json.tmp behind).
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, c.o.StateFile)
+	name := tmp.Name()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 func (c *Controller) sortedLocked() []*entry {
@@ -142,7 +209,10 @@ func (c *Controller) Handler() http.Handler {
 // Metrics are the controller's counters. A nil *Metrics counts nothing.
 type Metrics struct {
 	registrations, unregistrations, ignored prometheus.Counter
-	refusals, flips                         *prometheus.CounterVec
+	// saveFailures counts state writes that failed (a full disk, a
+	// read-only file system); each is retried (saveLocked).
+	saveFailures    prometheus.Counter
+	refusals, flips *prometheus.CounterVec
 }
 
 // NewMetrics registers the counters with reg.
@@ -151,11 +221,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		registrations:   prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_autoregistrations_total", Help: "WorkloadEntries created for connecting proxies."}),
 		unregistrations: prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_autoregistration_removals_total", Help: "Auto-registered WorkloadEntries removed (grace period over, or group deleted)."}),
 		ignored:         prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_health_reports_ignored_total", Help: "Health reports from proxies without an auto-registered entry."}),
+		saveFailures:    prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_registration_state_save_failures_total", Help: "Failed writes of the auto-registration state file (stateDir/workloads/entries.json); each is retried."}),
 		refusals:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_autoregistration_refusals_total", Help: "Connections refused by auto-registration, by reason."}, []string{"reason"}),
 		flips:           prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_workload_health_changes_total", Help: "Health changes of auto-registered entries, by new state."}, []string{"healthy"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.registrations, m.unregistrations, m.ignored, m.refusals, m.flips)
+		reg.MustRegister(m.registrations, m.unregistrations, m.ignored, m.saveFailures, m.refusals, m.flips)
 	}
 	// Every label value's series from the start, at 0, so the first
 	// refusal of a kind is an increase an alert sees: the reasons refused
@@ -177,6 +248,11 @@ func (m *Metrics) registered() {
 func (m *Metrics) unregistered() {
 	if m != nil {
 		m.unregistrations.Inc()
+	}
+}
+func (m *Metrics) saveFailed() {
+	if m != nil {
+		m.saveFailures.Inc()
 	}
 }
 func (m *Metrics) ignoredReport() {

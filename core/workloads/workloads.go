@@ -109,6 +109,9 @@ type Controller struct {
 	// written once (a connect storm would otherwise rewrite the whole file
 	// per proxy).
 	saveTimer *time.Timer
+	// saveFails counts the failed writes since the last good one (the
+	// retry's backoff).
+	saveFails int
 }
 
 // saveDelay coalesces state writes.
@@ -459,25 +462,10 @@ func (c *Controller) applyLocked(ups, dels []string) {
 }
 
 // scheduleSaveLocked persists the state after saveDelay (writes are
-// coalesced); c.mu is held.
+// coalesced); c.mu is held. A failed write is retried (state.go).
 func (c *Controller) scheduleSaveLocked() {
 	if c.o.StateFile != "" && c.saveTimer == nil && !c.stopped {
-		c.saveTimer = time.AfterFunc(saveDelay, func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.saveTimer == nil {
-				return // Stop wrote it
-			}
-			c.saveTimer = nil
-			c.saveLocked()
-		})
-	}
-}
-
-// saveLocked writes the state now; c.mu is held.
-func (c *Controller) saveLocked() {
-	if err := c.save(); err != nil {
-		c.o.Logger.Warn("auto-registration state not saved", "file", c.o.StateFile, "err", err)
+		c.saveTimer = time.AfterFunc(saveDelay, c.savePending)
 	}
 }
 
