@@ -5,7 +5,6 @@ import (
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
-	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/sources/kube"
 )
@@ -19,13 +18,11 @@ func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 	if d.cfg.Clusters == "" {
 		return
 	}
-	mesh, err := config.LoadMeshConfig(d.cfg.MeshConfig)
-	if err != nil {
-		mesh = config.DefaultMeshConfig() // New read it already; a later edit may be bad
-	}
 	sink := d.agg.AddSource("kube")
 	src, err := kube.New(kube.Options{
-		Dir: d.cfg.Clusters, Domain: d.cfg.ClusterDomain, DiscoverySelectors: mesh.GetDiscoverySelectors(),
+		// The mesh config in force (the watcher's last good one), never a
+		// new read of the file: an edit since may be bad.
+		Dir: d.cfg.Clusters, Domain: d.cfg.ClusterDomain, DiscoverySelectors: d.pipeline.Mesh().GetDiscoverySelectors(),
 		Model:  func(u model.KubeUpdate) { d.pipeline.OnModelChange(d.registry.ApplyKube(u)) },
 		Logger: d.log.With("component", "kube"), Metrics: kube.NewMetrics(d.reg),
 	}, sink)
