@@ -27,15 +27,6 @@ spec:
   endpoints: [{address: 10.0.0.1}]
 ---
 apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: b, namespace: ns}
-spec:
-  hosts: [b.ns.svc.cluster.local]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.2}]
----
-apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: a, namespace: ns}
 spec:
@@ -43,7 +34,7 @@ spec:
   trafficPolicy: {loadBalancer: {consistentHash: {httpHeaderName: x}}}
   subsets: [{name: v1, labels: {v: "1"}, trafficPolicy: {loadBalancer: {consistentHash: {useSourceIp: true}}}}]
 `
-	v := sidecarView(t, cfg)
+	v := sidecarView(t, cfg, serviceB)
 	dest := func(host, subset string, port uint32, weight int32) *networking.HTTPRouteDestination {
 		d := &networking.HTTPRouteDestination{Destination: &networking.Destination{Host: host, Subset: subset}, Weight: weight}
 		if port != 0 {
@@ -126,8 +117,8 @@ spec:
 }
 
 // sidecarView is the view of a sidecar at 10.1.1.1 in namespace ns over
-// the config cfg (YAML).
-func sidecarView(t *testing.T, cfg string) *scope.View {
+// the config files (YAML).
+func sidecarView(t *testing.T, files ...string) *scope.View {
 	t.Helper()
-	return scope.New(gentest.MustBuild(t, cfg), gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", nil))
+	return scope.New(gentest.MustBuild(t, files...), gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", nil))
 }

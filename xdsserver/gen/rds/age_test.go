@@ -9,18 +9,9 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 )
 
-// ageConfig has two VirtualServices for one host, on the mesh and on a
-// gateway, whose creation order is the reverse of their name order.
+// ageConfig has two VirtualServices for serviceA's host, on the mesh and
+// on a gateway, whose creation order is the reverse of their name order.
 const ageConfig = `
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: a, namespace: ns}
-spec:
-  hosts: [a.ns.svc.cluster.local]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
----
 apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ns}
@@ -50,7 +41,7 @@ spec:
 // oldest first, as istiod orders them (creation time, then name), not by
 // name.
 func TestOldestVirtualServiceFirst(t *testing.T) {
-	pc := gentest.MustBuild(t, ageConfig)
+	pc := gentest.MustBuild(t, serviceA, ageConfig)
 	routes := func(id, rc, vhost string) []string {
 		t.Helper()
 		p := gentest.ProxySpec{ID: id, Labels: map[string]string{"istio": "ingressgateway"}}.Proxy(t)

@@ -12,16 +12,7 @@ import (
 // end at the first that matches every request (no match, prefix "/" or
 // regex ".*" without other conditions); routes after it are unreachable.
 func TestRoutesStopAtCatchAll(t *testing.T) {
-	v := sidecarView(t, `
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: a, namespace: ns}
-spec:
-  hosts: [a.ns.svc.cluster.local]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
-`)
+	v := sidecarView(t, serviceA)
 	dest := []*networking.HTTPRouteDestination{{Destination: &networking.Destination{Host: "a"}}}
 	prefix := func(p string) *networking.HTTPMatchRequest {
 		return &networking.HTTPMatchRequest{Uri: &networking.StringMatch{MatchType: &networking.StringMatch_Prefix{Prefix: p}}}

@@ -41,17 +41,7 @@ func TestHeaderOpsDropInternal(t *testing.T) {
 // rewrite unless the rewrite has an authority, the route's before its
 // one destination's, set before add; each weighted cluster its own.
 func TestHostRewriteFromHeaders(t *testing.T) {
-	cfg := `
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: a, namespace: ns}
-spec:
-  hosts: [a.ns.svc.cluster.local]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.1}]
-`
-	v := sidecarView(t, cfg)
+	v := sidecarView(t, serviceA)
 	req := func(set, add map[string]string) *networking.Headers {
 		return &networking.Headers{Request: &networking.Headers_HeaderOperations{Set: set, Add: add}}
 	}

@@ -37,15 +37,6 @@ spec:
     route: [{destination: {host: a.ns.svc.cluster.local, port: {number: 9000}}}]
 ---
 apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: b, namespace: ns}
-spec:
-  hosts: [b.ns.svc.cluster.local]
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.0.2}]
----
-apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: b, namespace: ns}
 spec:
@@ -54,7 +45,7 @@ spec:
   - match: [{port: 8080}]
     route: [{destination: {host: b.ns.svc.cluster.local}}]
 `
-	pc := gentest.MustBuild(t, cfg)
+	pc := gentest.MustBuild(t, cfg, serviceB)
 	check := func(t *testing.T, meta map[string]string, names ...string) {
 		proxy := gentest.Node(t, "sidecar~10.1.1.1~p.ns~ns.svc.cluster.local", meta)
 		res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: proxy, Names: names})
