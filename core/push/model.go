@@ -15,13 +15,13 @@ func (p *Pipeline) OnModelChange(ch model.Change) {
 	if ch.Empty() {
 		return
 	}
-	req := &Request{Start: time.Now(), Reasons: map[string]int{}}
+	req := &Request{Start: time.Now(), Reasons: Reasons{}}
 	if len(ch.Services) > 0 {
 		req.Full = true
 		req.Services = ch.Services
-		req.Reasons["kube-service"] = 1
+		req.Reasons[ReasonKubeService] = 1
 	} else {
-		req.Reasons["kube-endpoint"] = 1
+		req.Reasons[ReasonKubeEndpoint] = 1
 	}
 	req.Endpoints = ch.Endpoints
 	if len(ch.Endpoints) > 0 {

@@ -119,7 +119,7 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 	}
 	p.mu.Unlock()
 	ch := p.registry.Apply(events)
-	req := &Request{Start: time.Now(), Reasons: map[string]int{}}
+	req := &Request{Start: time.Now(), Reasons: Reasons{}}
 	for _, e := range events {
 		k := e.Key()
 		// Kinds that feed the model (ServiceEntries, WorkloadEntries)
@@ -148,13 +148,13 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 	}
 	switch {
 	case req.Full:
-		req.Reasons["config"] = 1
+		req.Reasons[ReasonConfig] = 1
 	case len(req.Endpoints) > 0:
-		req.Reasons["endpoint"] = 1
+		req.Reasons[ReasonEndpoint] = 1
 	case len(req.Configs) > 0:
 		// ServiceEntries or WorkloadEntries that change no service or
 		// endpoint here: only their Istio config types see them.
-		req.Reasons["config"] = 1
+		req.Reasons[ReasonConfig] = 1
 	default:
 		return
 	}
@@ -167,39 +167,30 @@ func (p *Pipeline) Mesh() *meshv1alpha1.MeshConfig { return p.mesh.Load() }
 // SetMesh replaces the mesh config and queues a full push.
 func (p *Pipeline) SetMesh(m *meshv1alpha1.MeshConfig) {
 	p.mesh.Store(m)
-	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{"mesh": 1}})
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonMesh)})
 }
 
 // SetCredentials replaces the gateway credentials and queues a full push
 // (reason "credentials", which only gateways see).
 func (p *Pipeline) SetCredentials(c *credentials.Set) {
 	p.creds.Store(c)
-	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{ReasonCredentials: 1}})
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonCredentials)})
 }
-
-// ReasonCredentials is the push reason of a credentials change.
-const ReasonCredentials = "credentials"
 
 // SetTrustRoots replaces the CA's roots (PEM; see
 // PushContext.TrustRoots) and queues a full push (reason "trust"). The
 // caller must not alter pem afterwards.
 func (p *Pipeline) SetTrustRoots(pem []byte) {
 	p.roots.Store(&pem)
-	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{ReasonTrust: 1}})
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonTrust)})
 }
-
-// ReasonTrust is the push reason of a change of the CA's roots.
-const ReasonTrust = "trust"
 
 // SetJWKS replaces the fetched JWT key sets (core/jwks) and queues a
 // full push (reason "jwks").
 func (p *Pipeline) SetJWKS(s *jwks.Set) {
 	p.jwks.Store(s)
-	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{ReasonJWKS: 1}})
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonJWKS)})
 }
-
-// ReasonJWKS is the push reason of a change of fetched JWT keys.
-const ReasonJWKS = "jwks"
 
 func (p *Pipeline) trustRoots() []byte {
 	if r := p.roots.Load(); r != nil {
@@ -229,7 +220,7 @@ func (p *Pipeline) Run(ctx context.Context, synced <-chan struct{}) {
 	p.mu.Lock()
 	p.pending = nil // the first snapshot covers everything so far
 	p.mu.Unlock()
-	p.publish(&Request{Full: true, Start: time.Now(), Reasons: map[string]int{"initial": 1}}, nil)
+	p.publish(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonInitial)}, nil)
 	close(p.ready)
 
 	var quiet, limit <-chan time.Time
@@ -279,7 +270,7 @@ func (p *Pipeline) flush() {
 		}
 		kinds[k] = true
 	}
-	p.publish(req, &Changed{Kinds: kinds, Services: len(req.Services) > 0, Mesh: req.Reasons["mesh"] > 0})
+	p.publish(req, &Changed{Kinds: kinds, Services: len(req.Services) > 0, Mesh: req.Reasons.Has(ReasonMesh)})
 }
 
 func (p *Pipeline) publish(req *Request, changed *Changed) {

@@ -56,7 +56,7 @@ func TestPipeline(t *testing.T) {
 		}
 		return nil, 0
 	}
-	if r, _ := next(); r.Reasons["initial"] != 1 {
+	if r, _ := next(); r.Reasons[push.ReasonInitial] != 1 {
 		t.Fatalf("first push: %+v", r)
 	}
 	mem.Apply([]config.Config{configtest.Typed(t, replace(seA, "ADDR", "10.0.0.1"))}, nil)

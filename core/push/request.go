@@ -25,8 +25,8 @@ type Request struct {
 	// GatewayOnly marks changed VirtualServices bound only to gateways,
 	// before and after the change: sidecars need no push for them.
 	GatewayOnly map[config.Key]bool
-	// Reasons count why the push happened ("config", "endpoint", "mesh").
-	Reasons map[string]int
+	// Reasons count why the push happened.
+	Reasons Reasons
 	// Start is when the first change merged into this request happened.
 	Start time.Time
 }
@@ -49,7 +49,7 @@ func (r *Request) Merge(o *Request) *Request {
 	out.Addresses = mergeSet(out.Addresses, o.Addresses)
 	for k, v := range o.Reasons {
 		if out.Reasons == nil {
-			out.Reasons = map[string]int{}
+			out.Reasons = Reasons{}
 		}
 		out.Reasons[k] += v
 	}

@@ -287,7 +287,7 @@ func (c *conn) onPush() error {
 // servicesOnly reports whether a full push changed services and
 // endpoints alone (no DestinationRule, Sidecar or mesh config).
 func servicesOnly(req *push.Request) bool {
-	if len(req.Reasons) > 0 && (req.Reasons["mesh"] > 0 || req.Reasons["initial"] > 0) {
+	if req.Reasons.Global() {
 		return false
 	}
 	for k := range req.Configs {

@@ -12,13 +12,13 @@ import (
 // PushView is one push as /debug/pushz shows it: what triggered it and
 // what it cost across every connection it reached.
 type PushView struct {
-	At        time.Time      `json:"at"`
-	Full      bool           `json:"full"`
-	Reasons   map[string]int `json:"reasons"`
-	Configs   []string       `json:"configs,omitempty"`
-	Services  []string       `json:"services,omitempty"`
-	Endpoints []string       `json:"endpoints,omitempty"`
-	Proxies   int            `json:"proxies"`
+	At        time.Time    `json:"at"`
+	Full      bool         `json:"full"`
+	Reasons   push.Reasons `json:"reasons"`
+	Configs   []string     `json:"configs,omitempty"`
+	Services  []string     `json:"services,omitempty"`
+	Endpoints []string     `json:"endpoints,omitempty"`
+	Proxies   int          `json:"proxies"`
 	// Filled in as connections finish.
 	Done      int            `json:"proxiesDone"`
 	Responses map[string]int `json:"responsesByType"`

@@ -25,17 +25,17 @@ func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *pu
 		}
 		return out
 	}
-	if req != nil && req.Reasons[push.ReasonCredentials] > 0 {
+	if req != nil && req.Reasons.Has(push.ReasonCredentials) {
 		// Credentials reach gateways only (their LDS leaves out servers
 		// whose credential cannot be served, and their SDS).
 		if p.Type == gen.Router {
 			return all()
 		}
-		if len(req.Configs)+len(req.Services) == 0 && req.Reasons["mesh"] == 0 && req.Reasons["initial"] == 0 {
+		if len(req.Configs)+len(req.Services) == 0 && !req.Reasons.Global() {
 			return out
 		}
 	}
-	if req == nil || req.Reasons["mesh"] > 0 || req.Reasons["initial"] > 0 || len(req.Configs)+len(req.Services) == 0 {
+	if req == nil || req.Reasons.Global() || len(req.Configs)+len(req.Services) == 0 {
 		return all()
 	}
 	for k := range req.Configs {

@@ -58,7 +58,7 @@ spec:
 		{"service exported only to its namespace, other namespace", sidecarB, &push.Request{Full: true, Services: map[model.ServiceKey]bool{{Hostname: "private.a.mesh", Namespace: "a"}: true}}, nil},
 		{"service exported only to its namespace, same namespace", sidecarA, &push.Request{Full: true, Services: map[model.ServiceKey]bool{{Hostname: "private.a.mesh", Namespace: "a"}: true}}, []string{"cds", "eds", "lds", "rds"}},
 		{"removed service", sidecarB, &push.Request{Full: true, Services: map[model.ServiceKey]bool{{Hostname: "gone.mesh", Namespace: "a"}: true}}, []string{"cds", "eds", "lds", "rds"}},
-		{"mesh config", sidecarB, &push.Request{Full: true, Reasons: map[string]int{"mesh": 1}}, []string{"cds", "eds", "lds", "rds"}},
+		{"mesh config", sidecarB, &push.Request{Full: true, Reasons: push.NewReasons(push.ReasonMesh)}, []string{"cds", "eds", "lds", "rds"}},
 	}
 	for _, tc := range cases {
 		got := Affected([]*xdstype.Type{xdstype.Cluster, xdstype.Endpoint, xdstype.Listener, xdstype.Route}, pc, tc.proxy, tc.req)
