@@ -123,6 +123,9 @@ type mergedVS struct {
 	parts   []vsPart
 	tcp     bool
 	tls     bool
+	// consumer: mesh routes of consumers (see vsTarget), exported to
+	// their namespace only.
+	consumer bool
 }
 
 type vsPart struct {
@@ -343,6 +346,9 @@ func (c *converter) finish() {
 			return cmp.Or(cmp.Compare(a.route.Namespace, b.route.Namespace), cmp.Compare(a.route.Name, b.route.Name))
 		})
 		spec := &networking.VirtualService{Hosts: []string{m.host}, Gateways: []string{m.gateway}}
+		if m.consumer {
+			spec.ExportTo = []string{"."}
+		}
 		var parents []string
 		for _, p := range m.parts {
 			spec.Http = append(spec.Http, p.http...)

@@ -187,6 +187,10 @@ func hostMatches(pattern, h string) bool {
 type vsTarget struct {
 	key, gateway, host string
 	port               int32
+	// consumer: a mesh route in another namespace than its parent
+	// service's (GAMMA's consumer route): it routes the route's
+	// namespace's proxies only, as istiod.
+	consumer bool
 }
 
 func (c *converter) targets(route *config.Config, p parent, hostnames []string) []vsTarget {
@@ -197,7 +201,7 @@ func (c *converter) targets(route *config.Config, p parent, hostnames []string) 
 			key += "/" + strconv.Itoa(int(p.port))
 		}
 		for _, h := range p.hosts {
-			out = append(out, vsTarget{key: key + "/" + h, gateway: "mesh", host: h, port: p.port})
+			out = append(out, vsTarget{key: key + "/" + h, gateway: "mesh", host: h, port: p.port, consumer: p.ref.Namespace != route.Namespace})
 		}
 		return out
 	}
@@ -261,7 +265,7 @@ func (c *converter) add(t vsTarget, ns string, part vsPart) {
 	}
 	m := c.vs[t.key]
 	if m == nil {
-		m = &mergedVS{key: t.key, ns: ns, gateway: t.gateway, host: t.host}
+		m = &mergedVS{key: t.key, ns: ns, gateway: t.gateway, host: t.host, consumer: t.consumer}
 		c.vs[t.key] = m
 	}
 	m.parts = append(m.parts, part)

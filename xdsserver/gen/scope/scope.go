@@ -171,10 +171,16 @@ func hostsAllow(hosts []string, proxyNS, ns, host string) bool {
 // meshVirtualServices are the visible VirtualServices bound to the mesh,
 // oldest first (push.ConfigsByAge: where two claim a host, istiod takes
 // the oldest), found without copying a config: every sidecar generation
-// lists them.
+// lists them. Routes converted from the Gateway API in the proxy's own
+// namespace come first (istiod's "consumer override": a GAMMA consumer
+// route beats the service's producer route for its namespace's proxies).
 func (v *View) meshVirtualServices() []*config.Config {
 	all := v.Push.ConfigsByAge(config.VirtualService)
 	out := make([]*config.Config, 0, len(all))
+	// Most meshes have no Gateway API route in the proxy's namespace: the
+	// list is then in age order, unpartitioned.
+	partition := hasGatewayRoutes(all, v.Proxy.Namespace)
+	var later []*config.Config
 	for _, c := range all {
 		vs := c.Spec.(*networking.VirtualService)
 		if gws := vs.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
@@ -186,9 +192,28 @@ func (v *View) meshVirtualServices() []*config.Config {
 		if v.sidecar != nil && !slices.ContainsFunc(vs.GetHosts(), func(h string) bool { return v.egressAllows(c.Namespace, h) || v.egressAllowsPattern(c.Namespace, h) }) {
 			continue
 		}
-		out = append(out, c)
+		if !partition || c.Namespace == v.Proxy.Namespace && c.Annotations[routeSemantics] == "gateway" {
+			out = append(out, c)
+			continue
+		}
+		later = append(later, c)
 	}
-	return out
+	return append(out, later...)
+}
+
+// routeSemantics marks a VirtualService converted from the Gateway API
+// (core/gatewayapi, as istiod).
+const routeSemantics = "internal.istio.io/route-semantics"
+
+// hasGatewayRoutes reports whether a Gateway API route of namespace ns
+// is among all.
+func hasGatewayRoutes(all []*config.Config, ns string) bool {
+	for _, c := range all {
+		if c.Namespace == ns && c.Annotations[routeSemantics] == "gateway" {
+			return true
+		}
+	}
+	return false
 }
 
 // egressAllowsPattern lets a wildcard VS host ("*.example.com") through

@@ -1,0 +1,98 @@
+package gatewayapi_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/gatewayapi"
+)
+
+// TestConsumerRoute (GAMMA): a mesh route in another namespace than its
+// parent service's (a consumer route) routes its own namespace's proxies
+// only: the VirtualService is exported to "." (istiod's behaviour, parity
+// gatewayapi/mesh-consumer); a producer route (the service's namespace)
+// is exported everywhere.
+func TestConsumerRoute(t *testing.T) {
+	in := input(t, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: consumer, namespace: shop}
+spec:
+  parentRefs: [{group: "", kind: Service, name: echo, namespace: apps}]
+  rules: [{backendRefs: [{name: echo-v2, namespace: apps, port: 80}]}]
+`, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: producer, namespace: apps}
+spec:
+  parentRefs: [{group: "", kind: Service, name: echo}]
+  rules: [{backendRefs: [{name: echo-v1, port: 80}]}]
+`)
+	out := gatewayapi.Convert(in)
+	got := map[string][]string{}
+	for _, vs := range out.VirtualServices {
+		got[vs.Namespace+"/"+vs.Name] = vs.Spec.(*networking.VirtualService).GetExportTo()
+	}
+	want := map[string][]string{"apps/apps~echo.apps.svc.cluster.local": nil, "shop/shop~echo.apps.svc.cluster.local": {"."}}
+	if len(got) != len(want) {
+		t.Fatalf("virtual services %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || !slices.Equal(g, w) {
+			t.Errorf("%s: exportTo %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+}
+
+// TestCORSFilter: the CORS filter becomes the route's corsPolicy as
+// istiod converts it (origins "*", exact, trailing "*" and other
+// wildcards; maxAge 5 s by default; unmatched preflights ignored).
+func TestCORSFilter(t *testing.T) {
+	in := input(t, gateway, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: cors, namespace: istio-system}
+spec:
+  parentRefs: [{name: gw, sectionName: same}]
+  rules:
+  - filters:
+    - type: CORS
+      cors:
+        allowOrigins: ["https://exact.example.com", "https://pre*", "https://*.example.com"]
+        allowCredentials: true
+        allowMethods: [GET, POST]
+        allowHeaders: [x-a]
+        exposeHeaders: [x-b]
+    backendRefs: [{name: echo, port: 80}]
+  - matches: [{path: {value: /any}}]
+    filters: [{type: CORS, cors: {allowOrigins: ["*"], maxAge: 60}}]
+    backendRefs: [{name: echo, port: 80}]
+`)
+	out := gatewayapi.Convert(in)
+	if len(out.VirtualServices) != 1 {
+		t.Fatalf("virtual services: %d", len(out.VirtualServices))
+	}
+	http := out.VirtualServices[0].Spec.(*networking.VirtualService).GetHttp()
+	if len(http) != 2 {
+		t.Fatalf("routes: %d", len(http))
+	}
+	want := []string{
+		`{"allowOrigins":[{"regex":"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/\\s?#]+$"}],"maxAge":"60s","unmatchedPreflights":"IGNORE"}`,
+		`{"allowOrigins":[{"exact":"https://exact.example.com"},{"prefix":"https://pre"},{"regex":"^https://.*\\.example\\.com$"}],"allowMethods":["GET","POST"],"allowHeaders":["x-a"],"exposeHeaders":["x-b"],"maxAge":"5s","allowCredentials":true,"unmatchedPreflights":"IGNORE"}`,
+	}
+	for i, hr := range http {
+		if got := jsMsg(t, hr.GetCorsPolicy()); got != want[i] {
+			t.Errorf("route %d (%s) corsPolicy\n got %s\nwant %s", i, hr.GetName(), got, want[i])
+		}
+	}
+}
+
+func jsMsg(t *testing.T, m proto.Message) string {
+	b, err := protojson.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(b), " ", "")
+}
