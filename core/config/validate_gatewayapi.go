@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -208,6 +209,9 @@ func checkHTTPFilters(errs *Errors, f string, filters []gwapi.HTTPRouteFilter, g
 			rewrite = true
 			checkPathModifier(errs, ff+".urlRewrite.path", r.Path)
 		}
+		if c := fl.CORS; c != nil {
+			checkGatewayCORS(errs, ff+".cors", c)
+		}
 		if m := fl.RequestMirror; m != nil {
 			checkBackendRef(errs, ff+".requestMirror.backendRef", m.BackendRef, nil)
 			if m.Percent != nil && (*m.Percent < 0 || *m.Percent > 100) {
@@ -260,48 +264,64 @@ func checkGatewayDuration(errs *Errors, f string, d *string) {
 	}
 }
 
-func validateHTTPRouteKind(c *Config) Errors {
+func validateHTTPRouteKind(c *Config) Errors { return validateRouteKind(c, false) }
+
+func validateGRPCRoute(c *Config) Errors { return validateRouteKind(c, true) }
+
+// routeRule is what the checks shared by HTTPRoute and GRPCRoute read of
+// one rule; matches checks the kind's own matches.
+type routeRule struct {
+	matches  func(errs *Errors, f string)
+	filters  []gwapi.HTTPRouteFilter
+	backends []gwapi.HTTPBackendRef
+	timeouts *gwapi.HTTPRouteTimeouts
+	retry    *gwapi.HTTPRouteRetry
+}
+
+// validateRouteKind checks an HTTPRoute (grpc false) or a GRPCRoute: one
+// walk over the rules of either, the kind's matches and filter types
+// apart.
+func validateRouteKind(c *Config, grpc bool) Errors {
 	var errs Errors
-	var s gwapi.HTTPRouteSpec
-	if !decodeInto(&errs, c, &s) {
-		return errs
+	var common gwapi.CommonRouteSpec
+	var hostnames []string
+	var rules []routeRule
+	if grpc {
+		var s gwapi.GRPCRouteSpec
+		if !decodeInto(&errs, c, &s) {
+			return errs
+		}
+		common, hostnames = s.CommonRouteSpec, s.Hostnames
+		for _, r := range s.Rules {
+			rules = append(rules, routeRule{matches: func(errs *Errors, f string) { checkGRPCMatches(errs, f, r.Matches) },
+				filters: r.Filters, backends: r.BackendRefs})
+		}
+	} else {
+		var s gwapi.HTTPRouteSpec
+		if !decodeInto(&errs, c, &s) {
+			return errs
+		}
+		common, hostnames = s.CommonRouteSpec, s.Hostnames
+		for _, r := range s.Rules {
+			rules = append(rules, routeRule{matches: func(errs *Errors, f string) { checkHTTPMatches(errs, f, r.Matches) },
+				filters: r.Filters, backends: r.BackendRefs, timeouts: r.Timeouts, retry: r.Retry})
+		}
 	}
-	checkParentRefs(&errs, s.ParentRefs)
-	checkRouteHostnames(&errs, s.Hostnames)
-	for i, r := range s.Rules {
+	checkParentRefs(&errs, common.ParentRefs)
+	checkRouteHostnames(&errs, hostnames)
+	for i, r := range rules {
 		f := idx("spec.rules", i)
-		for j, m := range r.Matches {
-			mf := idx(f+".matches", j)
-			if p := m.Path; p != nil {
-				t := gwapi.Deref(p.Type, "PathPrefix")
-				v := gwapi.Deref(p.Value, "/")
-				switch t {
-				case "Exact", "PathPrefix":
-					if !strings.HasPrefix(v, "/") {
-						errs.Add(mf+".path.value", "%q must start with /", v)
-					}
-				case "RegularExpression":
-				default:
-					errs.Add(mf+".path.type", "unknown type %q (Exact, PathPrefix or RegularExpression)", t)
-				}
-			}
-			checkHeaderMatches(&errs, mf+".headers", m.Headers)
-			for k, q := range m.QueryParams {
-				if q.Name == "" {
-					errs.Add(idx(mf+".queryParams", k)+".name", "required")
-				}
-			}
-		}
-		checkHTTPFilters(&errs, f+".filters", r.Filters, false)
-		for j, b := range r.BackendRefs {
+		r.matches(&errs, f+".matches")
+		checkHTTPFilters(&errs, f+".filters", r.filters, grpc)
+		for j, b := range r.backends {
 			checkBackendRef(&errs, idx(f+".backendRefs", j), b.BackendObjectReference, b.Weight)
-			checkHTTPFilters(&errs, idx(f+".backendRefs", j)+".filters", b.Filters, false)
+			checkHTTPFilters(&errs, idx(f+".backendRefs", j)+".filters", b.Filters, grpc)
 		}
-		if t := r.Timeouts; t != nil {
+		if t := r.timeouts; t != nil {
 			checkGatewayDuration(&errs, f+".timeouts.request", t.Request)
 			checkGatewayDuration(&errs, f+".timeouts.backendRequest", t.BackendRequest)
 		}
-		if rt := r.Retry; rt != nil {
+		if rt := r.retry; rt != nil {
 			checkGatewayDuration(&errs, f+".retry.backoff", rt.Backoff)
 			for j, code := range rt.Codes {
 				if code < 400 || code > 599 {
@@ -313,35 +333,61 @@ func validateHTTPRouteKind(c *Config) Errors {
 	return errs
 }
 
-func validateGRPCRoute(c *Config) Errors {
-	var errs Errors
-	var s gwapi.GRPCRouteSpec
-	if !decodeInto(&errs, c, &s) {
-		return errs
-	}
-	checkParentRefs(&errs, s.ParentRefs)
-	checkRouteHostnames(&errs, s.Hostnames)
-	for i, r := range s.Rules {
-		f := idx("spec.rules", i)
-		for j, m := range r.Matches {
-			mf := idx(f+".matches", j)
-			if mm := m.Method; mm != nil {
-				t := gwapi.Deref(mm.Type, "Exact")
-				if t != "Exact" && t != "RegularExpression" {
-					errs.Add(mf+".method.type", "unknown type %q (Exact or RegularExpression)", t)
+func checkHTTPMatches(errs *Errors, f string, matches []gwapi.HTTPRouteMatch) {
+	for j, m := range matches {
+		mf := idx(f, j)
+		if p := m.Path; p != nil {
+			t := gwapi.Deref(p.Type, "PathPrefix")
+			v := gwapi.Deref(p.Value, "/")
+			switch t {
+			case "Exact", "PathPrefix":
+				if !strings.HasPrefix(v, "/") {
+					errs.Add(mf+".path.value", "%q must start with /", v)
 				}
-				if mm.Service == nil && mm.Method == nil {
-					errs.Add(mf+".method", "one of service and method is required")
-				}
+			case "RegularExpression":
+			default:
+				errs.Add(mf+".path.type", "unknown type %q (Exact, PathPrefix or RegularExpression)", t)
 			}
-			checkHeaderMatches(&errs, mf+".headers", m.Headers)
 		}
-		checkHTTPFilters(&errs, f+".filters", r.Filters, true)
-		for j, b := range r.BackendRefs {
-			checkBackendRef(&errs, idx(f+".backendRefs", j), b.BackendObjectReference, b.Weight)
+		checkHeaderMatches(errs, mf+".headers", m.Headers)
+		for k, q := range m.QueryParams {
+			if q.Name == "" {
+				errs.Add(idx(mf+".queryParams", k)+".name", "required")
+			}
 		}
 	}
-	return errs
+}
+
+func checkGRPCMatches(errs *Errors, f string, matches []gwapi.GRPCRouteMatch) {
+	for j, m := range matches {
+		mf := idx(f, j)
+		if mm := m.Method; mm != nil {
+			t := gwapi.Deref(mm.Type, "Exact")
+			if t != "Exact" && t != "RegularExpression" {
+				errs.Add(mf+".method.type", "unknown type %q (Exact or RegularExpression)", t)
+			}
+			if mm.Service == nil && mm.Method == nil {
+				errs.Add(mf+".method", "one of service and method is required")
+			}
+		}
+		checkHeaderMatches(errs, mf+".headers", m.Headers)
+	}
+}
+
+// checkGatewayCORS checks a CORS filter as the CRD's CEL rules: "*"
+// stands alone in allowOrigins, allowMethods and allowHeaders.
+func checkGatewayCORS(errs *Errors, f string, c *gwapi.HTTPCORSFilter) {
+	for _, l := range []struct {
+		field string
+		list  []string
+	}{{"allowOrigins", c.AllowOrigins}, {"allowMethods", c.AllowMethods}, {"allowHeaders", c.AllowHeaders}} {
+		if len(l.list) > 1 && slices.Contains(l.list, "*") {
+			errs.Add(f+"."+l.field, "%q cannot be listed with other values", "*")
+		}
+	}
+	if c.MaxAge < 0 {
+		errs.Add(f+".maxAge", "%d is not a positive number of seconds", c.MaxAge)
+	}
 }
 
 func checkL4Rules(errs *Errors, rules []gwapi.L4Rule) {

@@ -194,9 +194,20 @@ type HTTPRouteFilter struct {
 	RequestMirror          *HTTPRequestMirrorFilter   `json:"requestMirror,omitempty"`
 	RequestRedirect        *HTTPRequestRedirectFilter `json:"requestRedirect,omitempty"`
 	URLRewrite             *HTTPURLRewriteFilter      `json:"urlRewrite,omitempty"`
-	CORS                   json.RawMessage            `json:"cors,omitempty"`
+	CORS                   *HTTPCORSFilter            `json:"cors,omitempty"`
 	ExternalAuth           json.RawMessage            `json:"externalAuth,omitempty"`
 	ExtensionRef           json.RawMessage            `json:"extensionRef,omitempty"`
+}
+
+// HTTPCORSFilter is the CORS filter (in v1.6's standard channel).
+// MaxAge is 0 when unset (the API server's default is 5).
+type HTTPCORSFilter struct {
+	AllowOrigins     []string `json:"allowOrigins,omitempty"`
+	AllowCredentials *bool    `json:"allowCredentials,omitempty"`
+	AllowMethods     []string `json:"allowMethods,omitempty"`
+	AllowHeaders     []string `json:"allowHeaders,omitempty"`
+	ExposeHeaders    []string `json:"exposeHeaders,omitempty"`
+	MaxAge           int32    `json:"maxAge,omitempty"`
 }
 
 // HTTPHeader is a name and value.
