@@ -1,6 +1,7 @@
 package gentest
 
 import (
+	"iter"
 	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -15,23 +16,14 @@ import (
 // RouteNames lists the RDS names the listeners refer to, in order, once
 // each: what a proxy subscribes to after LDS.
 func RouteNames(listeners []gen.Resource) []string {
-	seen := map[string]bool{}
-	var out []string
+	var out once
 	add := func(a *anypb.Any) {
 		h := &hcmv3.HttpConnectionManager{}
-		if a == nil || a.UnmarshalTo(h) != nil {
-			return
-		}
-		if n := h.GetRds().GetRouteConfigName(); n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, n)
+		if a != nil && a.UnmarshalTo(h) == nil {
+			out.add(h.GetRds().GetRouteConfigName())
 		}
 	}
-	for _, r := range listeners {
-		l, ok := r.Resource.(*listenerv3.Listener)
-		if !ok {
-			continue
-		}
+	for l := range listenersOf(listeners) {
 		add(l.GetApiListener().GetApiListener())
 		chains := append([]*listenerv3.FilterChain{}, l.GetFilterChains()...)
 		if l.GetDefaultFilterChain() != nil {
@@ -43,7 +35,7 @@ func RouteNames(listeners []gen.Resource) []string {
 			}
 		}
 	}
-	return out
+	return out.list
 }
 
 // EDSNames lists the EDS service names of the EDS clusters: what a proxy
@@ -66,30 +58,47 @@ func EDSNames(clusters []gen.Resource) []string {
 // SecretNames lists the SDS names the listeners' TLS contexts refer to,
 // sorted, once each: what a gateway subscribes to after LDS.
 func SecretNames(listeners []gen.Resource) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(c *tlsv3.SdsSecretConfig) {
-		if n := c.GetName(); n != "" && !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
-	for _, r := range listeners {
-		l, ok := r.Resource.(*listenerv3.Listener)
-		if !ok {
-			continue
-		}
+	var out once
+	for l := range listenersOf(listeners) {
 		for _, fc := range l.GetFilterChains() {
 			ctx := &tlsv3.DownstreamTlsContext{}
 			if a := fc.GetTransportSocket().GetTypedConfig(); a == nil || a.UnmarshalTo(ctx) != nil {
 				continue
 			}
 			for _, c := range ctx.GetCommonTlsContext().GetTlsCertificateSdsSecretConfigs() {
-				add(c)
+				out.add(c.GetName())
 			}
-			add(ctx.GetCommonTlsContext().GetValidationContextSdsSecretConfig())
+			out.add(ctx.GetCommonTlsContext().GetValidationContextSdsSecretConfig().GetName())
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(out.list)
+	return out.list
+}
+
+// listenersOf yields the listeners among resources.
+func listenersOf(resources []gen.Resource) iter.Seq[*listenerv3.Listener] {
+	return func(yield func(*listenerv3.Listener) bool) {
+		for _, r := range resources {
+			if l, ok := r.Resource.(*listenerv3.Listener); ok && !yield(l) {
+				return
+			}
+		}
+	}
+}
+
+// once collects names in the order added, each once; "" is no name.
+type once struct {
+	seen map[string]bool
+	list []string
+}
+
+func (o *once) add(name string) {
+	if name == "" || o.seen[name] {
+		return
+	}
+	if o.seen == nil {
+		o.seen = map[string]bool{}
+	}
+	o.seen[name] = true
+	o.list = append(o.list, name)
 }
