@@ -39,7 +39,27 @@ func (c *Controller) load() ([]*entry, error) {
 	if c.o.StateFile == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(c.o.StateFile)
+	s, err := readState(c.o.StateFile)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	c.restored = s.Records
+	// A temporary file of an older version's interrupted write.
+	_ = os.Remove(c.o.StateFile + ".tmp")
+	return s.Entries, nil
+}
+
+// CheckStateFile reads an auto-registration state file as a start would
+// (baremeshd check-config): nil if it is missing or good, else the error
+// that would stop the daemon.
+func CheckStateFile(path string) error {
+	_, err := readState(path)
+	return err
+}
+
+// readState reads and checks a state file (nil, nil when it is missing).
+func readState(path string) (*stateFile, error) {
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -48,15 +68,12 @@ func (c *Controller) load() ([]*entry, error) {
 	}
 	var s stateFile
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("auto-registration state %s: %w (move it away to start with no registrations)", c.o.StateFile, err)
+		return nil, fmt.Errorf("auto-registration state %s: %w (restore it from a backup, or move it away to start with no registrations: connected proxies register again)", path, err)
 	}
 	if s.Version != stateVersion {
-		return nil, fmt.Errorf("auto-registration state %s: version %d, want %d", c.o.StateFile, s.Version, stateVersion)
+		return nil, fmt.Errorf("auto-registration state %s: version %d, want %d", path, s.Version, stateVersion)
 	}
-	c.restored = s.Records
-	// A temporary file of an older version's interrupted write.
-	_ = os.Remove(c.o.StateFile + ".tmp")
-	return s.Entries, nil
+	return &s, nil
 }
 
 // save writes every entry atomically (temp file, rename); c.mu is held.

@@ -77,7 +77,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		return nil
 	}
 	log := d.log.With("component", "ca")
-	if err := identity.CheckStateDir(d.cfg.StateDir); err != nil {
+	if err := checkIdentityState(d.cfg); err != nil {
 		return err
 	}
 	authority, err := identity.LoadCA(identity.CAOptions{Dir: d.cfg.CADir(), Plugged: d.cfg.CACertsDir != "", Organization: mesh.GetTrustDomain()})
@@ -139,14 +139,31 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	return nil
 }
 
-// checkCA checks the CA baremeshd would load, without creating one: a
-// plugged-in directory must hold a good CA; a self-signed one may not exist
-// yet (the first start makes it) but must be good if it does.
+// checkIdentityState checks what the CA and the token store would start
+// from, before anything is created: the state directory's permissions; no
+// new self-signed root where one was in use (identity.CheckCAPresent); a
+// tokens.json that parses (else the first VM to join would find out).
+func checkIdentityState(cfg Config) error {
+	if err := identity.CheckStateDir(cfg.StateDir); err != nil {
+		return err
+	}
+	if cfg.CACertsDir == "" {
+		if err := identity.CheckCAPresent(cfg.StateDir, cfg.CADir()); err != nil {
+			return err
+		}
+	}
+	return identity.CheckTokenFile(filepath.Join(cfg.StateDir, "tokens"))
+}
+
+// checkCA checks the CA and token store baremeshd would load, without
+// creating anything: a plugged-in directory must hold a good CA; a
+// self-signed one may not exist yet (the first start makes it) but must be
+// good if it does, and must exist if the state directory was used with one.
 func checkCA(cfg Config) error {
 	if cfg.TLSAddr == "" {
 		return nil
 	}
-	if err := identity.CheckStateDir(cfg.StateDir); err != nil {
+	if err := checkIdentityState(cfg); err != nil {
 		return err
 	}
 	if cfg.CACertsDir == "" {

@@ -3,12 +3,14 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/workloads"
 )
 
 // CheckConfig loads the configuration as baremeshd would from args and
@@ -24,6 +26,11 @@ func CheckConfig(args []string) (Config, string, error) {
 	}
 	if err := checkCA(cfg); err != nil {
 		return cfg, path, err
+	}
+	if cfg.StateDir != "" { // the registrations the daemon would restore
+		if err := workloads.CheckStateFile(filepath.Join(cfg.StateDir, "workloads", "entries.json")); err != nil {
+			return cfg, path, err
+		}
 	}
 	return cfg, path, nil
 }

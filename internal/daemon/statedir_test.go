@@ -36,10 +36,12 @@ func TestLooseStateDirRefused(t *testing.T) {
 			if _, _, err := (&identity.TokenStore{Dir: filepath.Join(cfg.StateDir, "tokens")}).Create(identity.TokenSpec{Namespace: "default", ServiceAccount: "vm", TTL: 3600e9}); err != nil {
 				t.Fatal(err)
 			}
-			for _, d := range []string{"ca", "workloads"} {
-				if err := os.MkdirAll(filepath.Join(cfg.StateDir, d), 0o700); err != nil {
-					t.Fatal(err)
-				}
+			// ... and ca/ with the CA the tokens were made under.
+			if _, err := identity.LoadCA(identity.CAOptions{Dir: filepath.Join(cfg.StateDir, "ca")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(filepath.Join(cfg.StateDir, "workloads"), 0o700); err != nil {
+				t.Fatal(err)
 			}
 			p := filepath.Join(cfg.StateDir, c.path)
 			if err := os.Chmod(p, c.mode); err != nil {
