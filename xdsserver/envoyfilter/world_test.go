@@ -157,29 +157,30 @@ func apply(t testing.TB, pc *push.PushContext, p *gen.Proxy) result {
 
 func (r result) listener(t testing.TB, name string) *listenerv3.Listener {
 	t.Helper()
-	l, ok := r.res["lds"][name].(*listenerv3.Listener)
-	if !ok {
-		t.Fatalf("no listener %q (have %v)", name, r.order["lds"])
-	}
-	return l
+	return resourceOf[*listenerv3.Listener](t, r, "lds", name)
 }
 
 func (r result) cluster(t testing.TB, name string) *clusterv3.Cluster {
 	t.Helper()
-	c, ok := r.res["cds"][name].(*clusterv3.Cluster)
-	if !ok {
-		t.Fatalf("no cluster %q (have %v)", name, r.order["cds"])
-	}
-	return c
+	return resourceOf[*clusterv3.Cluster](t, r, "cds", name)
 }
 
 func (r result) route(t testing.TB, name string) *routev3.RouteConfiguration {
 	t.Helper()
-	c, ok := r.res["rds"][name].(*routev3.RouteConfiguration)
+	return resourceOf[*routev3.RouteConfiguration](t, r, "rds", name)
+}
+
+// nouns name a resource of each type short name in failures.
+var nouns = map[string]string{"lds": "listener", "rds": "route configuration", "cds": "cluster"}
+
+// resourceOf is r's resource of type short named name, or t fails.
+func resourceOf[T proto.Message](t testing.TB, r result, short, name string) T {
+	t.Helper()
+	m, ok := r.res[short][name].(T)
 	if !ok {
-		t.Fatalf("no route configuration %q (have %v)", name, r.order["rds"])
+		t.Fatalf("no %s %q (have %v)", nouns[short], name, r.order[short])
 	}
-	return c
+	return m
 }
 
 // hcm is the HTTP connection manager of fc, nil if it has none.
