@@ -52,7 +52,6 @@ type Daemon struct {
 	extra           []route
 	id              *identityParts // nil when tlsAddr is unset (identity.go)
 	wl              *workloads.Controller
-	groupsChanged   chan struct{}
 	kube            atomic.Pointer[kube.Source] // nil without clusters; set by Run, read by HTTP and CA handlers
 	upstreams       []*mcp.Upstream             // set in Run before the HTTP server starts
 
@@ -195,7 +194,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	})
 	goRun(func() { d.pipeline.Run(ctx, synced) })
-	goRun(func() { d.followGroups(ctx, synced) })
+	goRun(func() { d.wl.FollowGroups(ctx, d.agg, synced) })
 	goRun(func() { d.watchMesh(ctx) })
 
 	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}

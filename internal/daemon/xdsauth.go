@@ -13,10 +13,8 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/core/model"
-	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/core/workloads"
 	"github.com/baremesh/baremesh/xdsserver/ads"
 	"github.com/baremesh/baremesh/xdsserver/ca"
@@ -29,17 +27,13 @@ import (
 const ownSource = "baremesh"
 
 // xdsHooks are the xDS server's connection hooks: authentication on the
-// TLS port (identity.go), the node checks of core/identity (namespace,
-// service account), auto-registration, and who may read gateway
-// credentials (SDS) and the Istio config (MCP).
+// TLS port (identity.go), auto-registration, and who may read gateway
+// credentials (SDS) and the Istio config (MCP). The node's claims against
+// its identity are the server's own check (ads/auth.go).
 func (d *Daemon) xdsHooks() ads.Hooks {
 	return ads.Hooks{
 		Authenticate: d.authenticateXDS,
 		OnConnect: func(ctx context.Context, p *model.Proxy, _ net.Addr, id *model.Identity) error {
-			if err := identity.CheckNode(p); err != nil {
-				// As istiod: a proxy claims only what its identity proves.
-				return status.Error(codes.PermissionDenied, err.Error())
-			}
 			if err := d.wl.Connect(p); err != nil {
 				return status.Error(codes.PermissionDenied, err.Error())
 			}
@@ -123,39 +117,6 @@ func (d *Daemon) setupWorkloads() error {
 		return err
 	}
 	d.wl = wl
-	d.groupsChanged = make(chan struct{}, 1)
-	d.agg.Subscribe(func(events []store.Event) {
-		for _, e := range events {
-			if e.Key().Kind == config.WorkloadGroup {
-				select {
-				case d.groupsChanged <- struct{}{}:
-				default:
-				}
-				return
-			}
-		}
-	})
 	d.Handle("/debug/registrationz", wl.Handler())
 	return nil
-}
-
-// followGroups rebuilds auto-registered entries when WorkloadGroups
-// change (outside the aggregate's handler: the rebuild writes the store),
-// once the sources have synced.
-func (d *Daemon) followGroups(ctx context.Context, synced <-chan struct{}) {
-	defer d.wl.Stop()
-	select {
-	case <-synced:
-	case <-ctx.Done():
-		return
-	}
-	d.wl.Resync()
-	for {
-		select {
-		case <-d.groupsChanged:
-			d.wl.Resync()
-		case <-ctx.Done():
-			return
-		}
-	}
 }
