@@ -153,7 +153,7 @@ func (delegate) NodeMeta(int) []byte { return nil }
 // on (memberlist does not relay user messages itself).
 func (d delegate) NotifyMsg(msg []byte) {
 	d.t.o.Metrics.received("broadcast", len(msg))
-	rs, err := decode(msg)
+	rs, ss, err := decodeAll(msg)
 	if err != nil {
 		d.t.o.Logger.Warn("gossip message dropped", "err", err)
 		return
@@ -162,6 +162,9 @@ func (d delegate) NotifyMsg(msg []byte) {
 	defer d.t.mu.Unlock()
 	for _, r := range rs {
 		d.t.mergeLocked(r, true)
+	}
+	for _, s := range ss {
+		d.t.mergeSharedLocked(s, true)
 	}
 }
 
@@ -180,8 +183,12 @@ func (d delegate) LocalState(bool) []byte {
 	for _, r := range d.t.recs {
 		rs = append(rs, r)
 	}
+	ss := make([]Shared, 0, len(d.t.shared))
+	for _, s := range d.t.shared {
+		ss = append(ss, s)
+	}
 	d.t.mu.Unlock()
-	msg := encodeState(rs)
+	msg := encodeFullState(rs, ss)
 	d.t.o.Metrics.sent("pushpull", len(msg))
 	return msg
 }
@@ -191,7 +198,7 @@ func (d delegate) LocalState(bool) []byte {
 // rest.
 func (d delegate) MergeRemoteState(buf []byte, _ bool) {
 	d.t.o.Metrics.received("pushpull", len(buf))
-	rs, err := decode(buf)
+	rs, ss, err := decodeAll(buf)
 	if err != nil {
 		d.t.o.Logger.Warn("push-pull state dropped", "err", err)
 		return
@@ -200,6 +207,9 @@ func (d delegate) MergeRemoteState(buf []byte, _ bool) {
 	defer d.t.mu.Unlock()
 	for _, r := range rs {
 		d.t.mergeLocked(r, false)
+	}
+	for _, s := range ss {
+		d.t.mergeSharedLocked(s, false)
 	}
 }
 

@@ -76,6 +76,9 @@ func (a Record) sameClaim(b Record) bool { return a.Stamp == b.Stamp && a.Owner 
 const (
 	msgRecord byte = 1 // one Record, JSON
 	msgState  byte = 2 // push-pull: []Record, JSON
+	// shared values (shared.go)
+	msgShared      byte = 3 // one Shared, JSON
+	msgStateShared byte = 4 // push-pull: fullState, JSON
 )
 
 func encodeRecord(r Record) []byte {

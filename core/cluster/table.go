@@ -67,6 +67,8 @@ type Table struct {
 	mu    sync.Mutex
 	recs  map[string]Record
 	local map[string]*held
+	// shared are the values besides registrations (shared.go).
+	shared map[string]Shared
 	// seenAt is when each record was committed here (the tombstone TTL
 	// runs from it; a record is not written off for a dead owner until it
 	// has been here a grace period, see reap).
@@ -125,7 +127,7 @@ func New(o Options) (*Table, error) {
 	if o.Name == "" {
 		return nil, errors.New("cluster: a replica name is required")
 	}
-	t := &Table{o: o, name: o.Name, recs: map[string]Record{}, local: map[string]*held{},
+	t := &Table{o: o, name: o.Name, recs: map[string]Record{}, local: map[string]*held{}, shared: map[string]Shared{},
 		seenAt: map[string]time.Time{}, failed: map[string]failedMember{},
 		kick: make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{})}
 	t.wake = sync.NewCond(&t.mu)

@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Shared is a value every replica holds besides the registrations: the
+// cluster's CA, join tokens, their revocations and use counts (the daemon
+// decides what). For one key the highest Version wins, then the greater
+// Origin name; a value is never reaped (its publisher keeps what it means
+// small). Publishers choose versions that only grow for a key (a use
+// count is its own version), so a merge never goes back.
+type Shared struct {
+	Key     string `json:"k"`
+	Version int64  `json:"n"`
+	// Origin is the replica that published it.
+	Origin string `json:"o"`
+	Value  []byte `json:"v"`
+}
+
+func (a Shared) newer(b Shared) bool {
+	if a.Version != b.Version {
+		return a.Version > b.Version
+	}
+	return a.Origin > b.Origin
+}
+
+// Publish sets key's shared value on every replica, unless a value of
+// that key at least as new is already here; it reports whether it did.
+// It is gossiped and, since a value may not fit a gossip packet (a CA
+// bundle) and must reach every replica within seconds (a revocation),
+// also pushed to the live members at once (burst.go's sync).
+func (t *Table) Publish(key string, version int64, value []byte) bool {
+	s := Shared{Key: key, Version: version, Origin: t.name, Value: value}
+	t.mu.Lock()
+	ok := t.mergeSharedLocked(s, true)
+	t.mu.Unlock()
+	if ok && t.ml != nil {
+		t.syncSoon()
+	}
+	return ok
+}
+
+// SharedValue returns key's shared value.
+func (t *Table) SharedValue(key string) (Shared, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.shared[key]
+	return s, ok
+}
+
+// SharedValues returns the shared values whose key starts with prefix,
+// sorted by key.
+func (t *Table) SharedValues(prefix string) []Shared {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Shared
+	for k, s := range t.shared {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// mergeSharedLocked takes s if it is newer than key's value here, and
+// gossips it if asked (a value new to this replica is passed on, as a
+// record is).
+func (t *Table) mergeSharedLocked(s Shared, gossip bool) bool {
+	if w, ok := t.shared[s.Key]; ok && !s.newer(w) {
+		return false
+	}
+	t.shared[s.Key] = s
+	if gossip && t.queue != nil {
+		msg := encodeShared(s)
+		t.queue.QueueBroadcast(&broadcast{key: "\x00shared/" + s.Key, msg: msg})
+		t.o.Metrics.queued(len(msg))
+		t.queued++
+	}
+	return true
+}
+
+// fullState is a push-pull with shared values (msgStateShared); without
+// any, the table is sent as msgState, which replicas of the previous
+// release read.
+type fullState struct {
+	Records []Record `json:"r"`
+	Shared  []Shared `json:"s"`
+}
+
+func encodeShared(s Shared) []byte {
+	var b bytes.Buffer
+	b.WriteByte(msgShared)
+	_ = json.NewEncoder(&b).Encode(s)
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+func encodeFullState(rs []Record, ss []Shared) []byte {
+	if len(ss) == 0 {
+		return encodeState(rs)
+	}
+	var b bytes.Buffer
+	b.WriteByte(msgStateShared)
+	_ = json.NewEncoder(&b).Encode(fullState{Records: rs, Shared: ss})
+	return bytes.TrimRight(b.Bytes(), "\n")
+}
+
+// decodeAll reads any gossip message: records and shared values.
+func decodeAll(msg []byte) ([]Record, []Shared, error) {
+	if len(msg) == 0 || msg[0] != msgShared && msg[0] != msgStateShared {
+		rs, err := decode(msg)
+		return rs, nil, err
+	}
+	var st fullState
+	if msg[0] == msgShared {
+		var s Shared
+		if err := json.Unmarshal(msg[1:], &s); err != nil {
+			return nil, nil, fmt.Errorf("shared value: %w", err)
+		}
+		st.Shared = []Shared{s}
+	} else if err := json.Unmarshal(msg[1:], &st); err != nil {
+		return nil, nil, fmt.Errorf("state: %w", err)
+	}
+	for i, r := range st.Records {
+		if r.Key == "" || r.Owner == "" {
+			return nil, nil, fmt.Errorf("record %d: key and owner are required", i)
+		}
+	}
+	for i, s := range st.Shared {
+		if s.Key == "" || s.Origin == "" {
+			return nil, nil, fmt.Errorf("shared value %d: key and origin are required", i)
+		}
+	}
+	return st.Records, st.Shared, nil
+}
