@@ -148,14 +148,19 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	return f, nil
 }
 
-// node is proxy i's Istio sidecar identity, with a unique IP in 10/8.
+// node is proxy i's Istio sidecar identity, with a unique IP in 10/8,
+// described as Istio's agent (and pilot-load) describes istio-proxy: with
+// ISTIO_VERSION, so it gets what istiod gives istio-proxy (telemetry
+// filters, stat names) and the full push costs what it costs for a mesh
+// of real sidecars.
 func node(i int, ns string) *corev3.Node {
 	n := i + 1
 	ip := fmt.Sprintf("10.%d.%d.%d", (n>>16)&255, (n>>8)&255, n&255)
 	name := fmt.Sprintf("load-%d", i)
 	md, _ := structpb.NewStruct(map[string]any{
 		"NAMESPACE": ns, "INSTANCE_IPS": ip, "WORKLOAD_NAME": name,
-		"LABELS": map[string]any{"app": "load"},
+		"LABELS": map[string]any{"app": "load"}, "ISTIO_VERSION": "1.31.0",
+		"CLUSTER_ID": "Kubernetes", "MESH_ID": "cluster.local", "SERVICE_ACCOUNT": "load",
 	})
 	return &corev3.Node{
 		Id:       fmt.Sprintf("sidecar~%s~%s.%s~%s.svc.cluster.local", ip, name, ns, ns),

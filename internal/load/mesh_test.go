@@ -37,6 +37,36 @@ spec:
 	return b.String()
 }
 
+// meshPolicy is the security policy of the scale mesh, as in issue #30's
+// side-by-side run with istiod: STRICT mTLS mesh-wide (so every cluster
+// carries auto-mTLS) and an AuthorizationPolicy on the proxies.
+const meshPolicy = `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: istio-system}
+spec:
+  mtls: {mode: STRICT}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: load, namespace: default}
+spec:
+  selector: {matchLabels: {app: load}}
+  action: ALLOW
+  rules:
+  - from: [{source: {namespaces: [default, istio-system]}}]
+    to: [{operation: {methods: [GET, POST], paths: ["/api/*"]}}]
+`
+
+// writeMesh writes n services, one file each, and the mesh's policy into
+// dir.
+func writeMesh(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	for i := range n {
+		writeFile(tb, dir, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
+	}
+	writeFile(tb, dir, "policy.yaml", meshPolicy)
+}
+
 // svcName and svcAddrs name service i and its four endpoints.
 func svcName(i int) string { return fmt.Sprintf("svc-%04d", i) }
 
@@ -104,9 +134,7 @@ func startDaemon(t *testing.T, n int) (addr, dir string) {
 // defaults, as the child process has), so a CPU profile covers it.
 func startInProcess(tb testing.TB, n int) *daemonProc {
 	dir := tb.TempDir()
-	for i := range n {
-		writeFile(tb, dir, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
-	}
+	writeMesh(tb, dir, n)
 	cfg := daemon.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"

@@ -144,7 +144,8 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 		return nil, fmt.Errorf("%s endpoint edit: %w", mode, err)
 	}
 	edit := w.Latencies(start).Percentiles()
-	b.Logf("%s endpoint edit: all ACKed %v; server CPU %.2fs, load client CPU %.2fs", mode, edit, d.cpu()-cpu2, clientCPU()-client2)
+	editCPU := d.cpu() - cpu2
+	b.Logf("%s endpoint edit: all ACKed %v; server CPU %.2fs, load client CPU %.2fs", mode, edit, editCPU, clientCPU()-client2)
 	endPhase()
 
 	// A new service.
@@ -154,7 +155,7 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 		HasEndpoint(cluster80(n), svcAddrs(services)[0]),
 		HasRouteDomain(host(n)),
 	))
-	cpu3, client3 := d.cpu(), clientCPU()
+	cpu3, client3, tot3 := d.cpu(), clientCPU(), f.Totals()
 	endPhase = phaseProfile(b, d, mode, "newsvc", 6)
 	start = time.Now()
 	writeFile(b, d.conf, n+".yaml", serviceEntry(n, svcAddrs(services)...))
@@ -162,7 +163,14 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 		return nil, fmt.Errorf("%s new service: %w", mode, err)
 	}
 	newSvc := w.Latencies(start).Percentiles()
-	b.Logf("%s new service: all converged %v; server CPU %.2fs, load client CPU %.2fs", mode, newSvc, d.cpu()-cpu3, clientCPU()-client3)
+	newSvcCPU := d.cpu() - cpu3
+	sent := f.Totals()
+	var newSvcBytes int64
+	for _, t := range Types {
+		newSvcBytes += sent.Bytes[t] - tot3.Bytes[t]
+	}
+	b.Logf("%s new service: all converged %v; server CPU %.2fs (%.2f ms per proxy), load client CPU %.2fs; %.1f KB per proxy sent",
+		mode, newSvc, newSvcCPU, 1000*newSvcCPU/float64(proxies), clientCPU()-client3, float64(newSvcBytes)/1024/float64(proxies))
 	endPhase()
 	if tot := f.Totals(); tot.Nacks != 0 || tot.Reconnects != 0 {
 		b.Logf("%s: %d NACKs, %d reconnects", mode, tot.Nacks, tot.Reconnects)
@@ -178,6 +186,8 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	add(edit.P50.Seconds(), "edit-p50-s")
 	add(newSvc.Max.Seconds(), "newsvc-converged-s")
 	add(cpu1-cpu0, "server-cpu-connect-s")
+	add(1000*newSvcCPU/float64(proxies), "newsvc-cpu-ms/proxy")
+	add(editCPU, "edit-cpu-s")
 	add(mb(perProxy)/float64(proxies), "MB/proxy")
 	return res, nil
 }
@@ -233,9 +243,7 @@ func startProcess(tb testing.TB, n int, args ...string) *daemonProc {
 	if err := os.Mkdir(conf, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	for i := range n {
-		writeFile(tb, conf, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
-	}
+	writeMesh(tb, conf, n)
 	argv := append([]string{"--config-dir", conf, "--mesh-config", filepath.Join(dir, "none.yaml"),
 		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "info"}, args...)
 	d := runDaemon(tb, daemonBinary(tb), argv...)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc/mem"
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
@@ -62,6 +63,16 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []str
 	if p.Identity != nil {
 		k.identityNS = p.Identity.Namespace
 	}
+	// Only LDS reads the names istio-proxy's tracing carries
+	// (gen/lds/tracing.go), and the service cluster only for an
+	// OpenTelemetry tracer. The service cluster is one per pod where the
+	// agent names it after the workload: in every key it made each proxy
+	// generate its own CDS and RDS on a full push (issue #30).
+	if typeURL != xdstype.Listener.URL {
+		k.clusterID, k.meshID, k.serviceCluster = "", "", ""
+	} else if !otelTracer(pc.Mesh) {
+		k.serviceCluster = ""
+	}
 	if v4, v6 := p.IPFamilies(); v4 || v6 {
 		if v4 {
 			k.families |= model.FamilyIPv4
@@ -87,6 +98,17 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []str
 		k.names = wire.NamesHash(names)
 	}
 	return k
+}
+
+// otelTracer reports whether the mesh config has an OpenTelemetry
+// tracing provider (whose service name is the proxy's service cluster).
+func otelTracer(m *meshv1alpha1.MeshConfig) bool {
+	for _, p := range m.GetExtensionProviders() {
+		if p.GetOpentelemetry() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // proxy is the proxy a cached generation sees: the key's fields only.

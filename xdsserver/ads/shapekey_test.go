@@ -1,0 +1,122 @@
+package ads
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/cds"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+	"github.com/baremesh/baremesh/xdsserver/gen/lds"
+	"github.com/baremesh/baremesh/xdsserver/gen/rds"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
+)
+
+// TestShapeCacheSharesAcrossServiceClusters (issue #30): istio-proxy
+// sidecars whose agent names the node's cluster after the pod (one
+// service cluster per proxy) share one CDS, LDS and RDS generation per
+// snapshot: only an OpenTelemetry tracer reads the service cluster, and
+// only in LDS. Before, each proxy generated its own CDS and RDS on every
+// full push (10 ms of server CPU per proxy at 1,000 services). With the
+// assertion on, every hit is checked against the real proxy's output.
+func TestShapeCacheSharesAcrossServiceClusters(t *testing.T) {
+	pc, err := gentest.Build([]byte(`
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: ns}
+spec:
+  hosts: [web.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}]
+---
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: istio-system}
+spec: {mtls: {mode: STRICT}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, assert := range []bool{false, true} {
+		t.Run(fmt.Sprintf("assert=%v", assert), func(t *testing.T) {
+			if !assert {
+				t.Setenv("BAREMESH_CACHE_ASSERT", "0") // the assertion would regenerate
+			}
+			snaps := &fixedSnaps{}
+			snaps.pc.Store(pc)
+			var gens [3]atomic.Int64
+			count := func(i int, g gen.Generator) gen.Generator {
+				return func(in gen.Input) ([]gen.Resource, error) { gens[i].Add(1); return g(in) }
+			}
+			var mu sync.Mutex
+			var mismatch []string
+			srv := New(snaps, Options{CacheAssert: assert, OnCacheMismatch: func(m string) {
+				mu.Lock()
+				mismatch = append(mismatch, m)
+				mu.Unlock()
+			}, Types: typesWith(map[*xdstype.Type]gen.Generator{
+				xdstype.Cluster: count(0, cds.Generate), xdstype.Listener: count(1, lds.Generate), xdstype.Route: count(2, rds.Generate)})})
+			client := serveForTest(t, srv)
+			for i := range 5 {
+				node := istioSidecar(t, i)
+				for _, typ := range []struct {
+					url   string
+					names []string
+				}{{xdstype.Cluster.URL, nil}, {xdstype.Listener.URL, nil}, {xdstype.Route.URL, []string{"80"}}} {
+					ctx, cancel := context.WithCancel(context.Background())
+					st, err := client.StreamAggregatedResources(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: typ.url, ResourceNames: typ.names}); err != nil {
+						t.Fatal(err)
+					}
+					r, err := st.Recv()
+					cancel()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(r.GetResources()) == 0 {
+						t.Fatalf("%s: no resources for %s", typ.url, node.GetId())
+					}
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(mismatch) != 0 {
+				t.Fatalf("cache assertion: %v", mismatch)
+			}
+			if assert {
+				return
+			}
+			for i, name := range []string{"CDS", "LDS", "RDS"} {
+				if g := gens[i].Load(); g != 1 {
+					t.Errorf("5 istio-proxy sidecars with their own service cluster: %d %s generations, want 1", g, name)
+				}
+			}
+		})
+	}
+}
+
+// istioSidecar is sidecar i as Istio's agent describes it, with the
+// node's cluster (the service cluster) named after its pod.
+func istioSidecar(t *testing.T, i int) *corev3.Node {
+	t.Helper()
+	name := fmt.Sprintf("web-%d", i)
+	md, err := structpb.NewStruct(map[string]any{
+		"ISTIO_VERSION": "1.31.0", "NAMESPACE": "ns", "CLUSTER_ID": "Kubernetes", "MESH_ID": "cluster.local",
+		"WORKLOAD_NAME": name, "INSTANCE_IPS": fmt.Sprintf("10.0.0.%d", i+1), "LABELS": map[string]any{"app": "web"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev3.Node{Id: fmt.Sprintf("sidecar~10.0.0.%d~%s.ns~ns.svc.cluster.local", i+1, name), Cluster: name + ".ns", Metadata: md}
+}
