@@ -6,7 +6,8 @@
 // core/credentials. Every change yields a new credentials.Set; a
 // credential that cannot be served is in it with its reason.
 //
-// It imports core and sources/file (its reader), never xdsserver.
+// It imports core, sources/file (its reader) and sources/dirwatch (its
+// watch), never xdsserver.
 package credentials
 
 import (
@@ -21,9 +22,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/baremesh/baremesh/core/credentials"
+	"github.com/baremesh/baremesh/sources/dirwatch"
 	"github.com/baremesh/baremesh/sources/file"
 )
 
@@ -76,24 +76,14 @@ func Read(dir string) (*credentials.Set, error) {
 }
 
 // Watch reads dir, hands the set to publish, and again after every
-// change (coalesced over 100 ms; and every rescan interval, in case an
-// event was missed), until ctx ends. publish is called only when
-// something changed.
+// change (settled over 100 ms; and every rescan interval, in case an
+// event was missed), until ctx ends; publish is called only when
+// something changed. The directory and each credential's directory are
+// watched with the sources' one primitive (sources/dirwatch: watched
+// before they are read, a directory made later, ConfigMap ..data swaps).
 func Watch(ctx context.Context, dir string, rescan time.Duration, log *slog.Logger, publish func(*credentials.Set)) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		log.Error("credentials: cannot watch; rescanning only", "dir", dir, "err", err)
-	}
-	if w != nil {
-		defer w.Close()
-	}
 	var last []byte
 	load := func() {
-		// Watch before reading: a change made after the read is an event,
-		// one made before it is in what the read sees.
-		if w != nil {
-			watchAll(w, dir)
-		}
 		set, err := Read(dir)
 		if err != nil {
 			log.Warn("credentials: cannot read the directory; the last credentials stay", "err", err)
@@ -107,48 +97,22 @@ func Watch(ctx context.Context, dir string, rescan time.Duration, log *slog.Logg
 			publish(set)
 		}
 	}
-	load()
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if w != nil {
-		events, errs = w.Events, w.Errors
-	}
-	tick := time.NewTicker(rescan)
-	defer tick.Stop()
-	var settle <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-events:
-			if settle == nil {
-				settle = time.After(100 * time.Millisecond)
+	w, err := dirwatch.New(dirwatch.Options{Dirs: []string{dir}, Depth: 1, Settle: 100 * time.Millisecond, Rescan: rescan})
+	if err != nil {
+		log.Error("credentials: cannot watch; rescanning only", "dir", dir, "err", err)
+		load()
+		tick := time.NewTicker(rescan)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				load()
 			}
-		case err := <-errs:
-			log.Warn("credentials: watch error; rescanning", "err", err)
-			load()
-		case <-settle:
-			settle = nil
-			load()
-		case <-tick.C:
-			load()
 		}
 	}
-}
-
-// watchAll adds dir, its parent (so a dir created later is seen) and its
-// credential directories to w; adding twice is harmless.
-func watchAll(w *fsnotify.Watcher, dir string) {
-	_ = w.Add(filepath.Dir(dir))
-	if w.Add(dir) != nil {
-		return
-	}
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if e.IsDir() || e.Type()&fs.ModeSymlink != 0 {
-			_ = w.Add(filepath.Join(dir, e.Name()))
-		}
-	}
+	_ = w.Run(ctx, func(dirwatch.Change) { load() })
 }
 
 // fingerprint identifies a set's content, so a rescan that finds

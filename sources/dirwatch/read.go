@@ -19,6 +19,12 @@ var ErrNotRegular = errors.New("not a regular file")
 // ErrTooLarge marks a file over the size limit.
 var ErrTooLarge = errors.New("over the size limit")
 
+// sizeError is an ErrTooLarge that says the sizes.
+type sizeError struct{ msg string }
+
+func (e sizeError) Error() string        { return e.msg }
+func (e sizeError) Is(target error) bool { return target == ErrTooLarge }
+
 // ReadFile reads a file of at most maxSize bytes without ever blocking
 // on what is not a regular file: it stats first, opens with O_NONBLOCK
 // (a FIFO swapped in after the stat does not block the open) and checks
@@ -47,14 +53,14 @@ func ReadFile(path string, maxSize int64) ([]byte, error) {
 		return nil, notRegular(fi.Mode())
 	}
 	if fi.Size() > maxSize {
-		return nil, fmt.Errorf("%w: file is %d bytes, over the size limit of %d bytes", ErrTooLarge, fi.Size(), maxSize)
+		return nil, sizeError{fmt.Sprintf("file is %d bytes, over the size limit of %d bytes", fi.Size(), maxSize)}
 	}
 	data, err := io.ReadAll(io.LimitReader(fh, maxSize+1))
 	if err != nil {
 		return nil, unwrapPath(err)
 	}
 	if int64(len(data)) > maxSize {
-		return nil, fmt.Errorf("%w: file grew past the size limit of %d bytes while being read", ErrTooLarge, maxSize)
+		return nil, sizeError{fmt.Sprintf("file grew past the size limit of %d bytes while being read", maxSize)}
 	}
 	return data, nil
 }

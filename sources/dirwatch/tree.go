@@ -34,7 +34,20 @@ func (w *Watcher) addTree(dir string) {
 	// ConfigMap's); symlinks below it are not followed.
 	_ = filepath.WalkDir(dir+string(filepath.Separator), func(p string, d fs.DirEntry, err error) error {
 		p = filepath.Clean(p)
-		if err != nil || !d.IsDir() {
+		if err != nil {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 && w.o.Depth >= 0 && w.within(r, p) && !Hidden(d.Name()) {
+			// A symlinked directory inside a bounded depth (a credential
+			// linked in): watched, not descended.
+			if fi, err := os.Stat(p); err == nil && fi.IsDir() && !w.watched[p] {
+				if w.fsw.Add(p) == nil {
+					w.watched[p] = true
+				}
+			}
+			return nil
+		}
+		if !d.IsDir() {
 			return nil
 		}
 		if p != r.dir && Hidden(d.Name()) {

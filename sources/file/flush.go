@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -18,13 +17,8 @@ import (
 
 // flush re-reads every dirty file and delivers the result as one batch.
 func (w *Watcher) flush() {
-	// A root removed with everything in it (rm -rf) shows first as file
-	// removals: keep those files, as for the root itself.
-	for _, r := range w.roots {
-		if _, err := os.Stat(r.dir); r.present && err != nil {
-			w.rootGone(r)
-		}
-	}
+	// (A root removed with everything in it, rm -rf, shows first as file
+	// removals: dirwatch reports it Gone instead, so those files stay.)
 	paths := w.expandDirty()
 	if len(paths) == 0 {
 		return

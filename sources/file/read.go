@@ -3,12 +3,10 @@ package file
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"syscall"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/sources/dirwatch"
 )
 
 // Limits bound what one config file may cost to read and parse, so that
@@ -51,75 +49,29 @@ func (l Limits) WithDefaults() Limits {
 // ErrNotRegular marks a path that is not a regular file (after following
 // symlinks): a FIFO, a device, a socket or a directory. Such a path is
 // never read: a FIFO would block the reader and a device may never end.
-var ErrNotRegular = errors.New("not a regular file")
+var ErrNotRegular = dirwatch.ErrNotRegular
 
-// ReadFile reads a config file of at most maxSize bytes without ever
-// blocking on what is not a regular file: it stats first, opens with
-// O_NONBLOCK (a FIFO swapped in after the stat does not block the open)
-// and checks the open file again. A missing file (or a dangling symlink)
-// gives an error that wraps fs.ErrNotExist; a FIFO, device, socket or
-// directory one that wraps ErrNotRegular and names what it is; an
-// oversize file one that names the limit. All wrap config.ErrParse but
-// the missing file.
+// ReadFile reads a config file of at most maxSize bytes with the
+// sources' hardened reader (dirwatch.ReadFile: never blocking on what is
+// not a regular file). A missing file (or a dangling symlink) gives an
+// error that wraps fs.ErrNotExist; a FIFO, device, socket or directory
+// one that wraps ErrNotRegular and names what it is; an oversize file
+// one that names the limit. All wrap config.ErrParse but the missing
+// file.
 func ReadFile(path string, maxSize int64) ([]byte, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxFileSize
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, statError(err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, notRegular(fi.Mode())
-	}
-	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, statError(err)
-	}
-	defer fh.Close()
-	if fi, err = fh.Stat(); err != nil {
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, notRegular(fi.Mode())
-	}
-	if fi.Size() > maxSize {
-		return nil, fmt.Errorf("%w: file is %d bytes, over the size limit of %d bytes (maxFileSize)", config.ErrParse, fi.Size(), maxSize)
-	}
-	data, err := io.ReadAll(io.LimitReader(fh, maxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
-	}
-	if int64(len(data)) > maxSize {
-		return nil, fmt.Errorf("%w: file grew past the size limit of %d bytes (maxFileSize) while being read", config.ErrParse, maxSize)
-	}
-	return data, nil
-}
-
-func statError(err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		err = pe.Err // the path is said once, by the caller
-	}
-	return fmt.Errorf("%w: %v", config.ErrParse, err)
-}
-
-func notRegular(m fs.FileMode) error {
-	what := "not a regular file"
+	data, err := dirwatch.ReadFile(path, maxSize)
 	switch {
-	case m&fs.ModeNamedPipe != 0:
-		what = "a FIFO (named pipe)"
-	case m&fs.ModeCharDevice != 0:
-		what = "a character device"
-	case m&fs.ModeDevice != 0:
-		what = "a block device"
-	case m&fs.ModeSocket != 0:
-		what = "a socket"
-	case m.IsDir():
-		what = "a directory"
+	case err == nil:
+		return data, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	case errors.Is(err, dirwatch.ErrNotRegular):
+		return nil, fmt.Errorf("%w: %w; only regular files (or symlinks to them) are config, so it is not read", config.ErrParse, err)
+	case errors.Is(err, dirwatch.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %v (maxFileSize)", config.ErrParse, err)
 	}
-	return fmt.Errorf("%w: %w: it is %s; only regular files (or symlinks to them) are config, so it is not read", config.ErrParse, ErrNotRegular, what)
+	return nil, fmt.Errorf("%w: %v", config.ErrParse, err)
 }

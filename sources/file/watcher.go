@@ -1,20 +1,19 @@
 // Package file is the config source for watched YAML directories. It
 // reads multi-document YAML and JSON files, watches the directories
-// recursively with fsnotify (editors' rename-and-replace, Kubernetes
-// ConfigMap "..data" symlink swaps, deletions, directories that appear
-// later), re-reads only what changed, and delivers batches to a
-// store.Sink. A file is all-or-nothing: one bad document rejects the file,
+// recursively with the sources' one watched-directory primitive
+// (sources/dirwatch: editors' rename-and-replace, Kubernetes ConfigMap
+// "..data" symlink swaps, deletions, directories that appear later),
+// re-reads only what changed, and delivers batches to a store.Sink. A file is all-or-nothing: one bad document rejects the file,
 // its problems are reported with file and line, and what it held before
 // stays in force until a good version arrives.
 //
-// It imports core only; never xdsserver.
+// It imports core and sources/dirwatch; never xdsserver.
 package file
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,10 +21,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/sources/dirwatch"
 )
 
 // Options configure a Watcher. Zero values take the defaults.
@@ -77,26 +75,22 @@ type Watcher struct {
 	opts    Options
 	sink    store.Sink
 	log     *slog.Logger
-	fsw     *fsnotify.Watcher
-	roots   []*root
+	dw      *dirwatch.Watcher
+	roots   []string
 	files   map[string]*fileState // by path
 	current map[config.Key]config.Config
 	owner   map[config.Key]string // which file holds a key
-	watched map[string]bool       // directories with an fsnotify watch
 	dirty   map[string]bool       // paths (files or directories) to re-read
-	// dirErrs: directories that cannot be listed or watched, by path;
-	// each is a problem, retried on every DirPoll tick.
-	dirErrs map[string]*dirErr
+	// dirErrs: the directories that cannot be listed or watched, as last
+	// shown on the sink (dirwatch looks at them again every DirPoll).
+	dirErrs map[string]dirErr
+	// waiting: roots shown as not existing yet.
+	waiting map[string]bool
 	// created: when each key was first seen (stamp).
 	created map[config.Key]time.Time
 }
 
 type dirErr struct{ read, watch string }
-
-type root struct {
-	dir     string
-	present bool
-}
 
 type fileState struct {
 	hash     [32]byte
@@ -112,11 +106,11 @@ func New(opts Options, sink store.Sink) *Watcher {
 	w := &Watcher{
 		opts: opts, sink: sink, log: opts.Logger,
 		files: map[string]*fileState{}, current: map[config.Key]config.Config{},
-		owner: map[config.Key]string{}, watched: map[string]bool{}, dirty: map[string]bool{},
-		dirErrs: map[string]*dirErr{}, created: map[config.Key]time.Time{},
+		owner: map[config.Key]string{}, dirty: map[string]bool{},
+		dirErrs: map[string]dirErr{}, waiting: map[string]bool{}, created: map[config.Key]time.Time{},
 	}
 	for _, d := range opts.Dirs {
-		w.roots = append(w.roots, &root{dir: filepath.Clean(d)})
+		w.roots = append(w.roots, filepath.Clean(d))
 	}
 	return w
 }
@@ -125,193 +119,113 @@ func New(opts Options, sink store.Sink) *Watcher {
 // present directory and then calls Synced; directories that do not exist
 // yet are waited for.
 func (w *Watcher) Run(ctx context.Context) error {
-	fsw, err := fsnotify.NewWatcher()
+	dw, err := dirwatch.New(dirwatch.Options{Dirs: w.roots, Depth: dirwatch.Unlimited, Settle: w.opts.Coalesce,
+		MaxSettle: w.opts.MaxCoalesce, Poll: w.opts.DirPoll, Ignore: editorTemp})
 	if err != nil {
 		return fmt.Errorf("file source %s: %w", w.opts.Name, err)
 	}
-	defer fsw.Close()
-	w.fsw = fsw
-	for _, r := range w.roots {
-		w.checkRoot(r)
-	}
-	w.flush()
-	w.sink.Synced()
-
-	var (
-		quiet, limit <-chan time.Time
-		poll         *time.Ticker
-	)
-	poll = time.NewTicker(w.opts.DirPoll)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-fsw.Events:
-			if !ok {
-				return nil
-			}
-			w.handle(ev)
-			if len(w.dirty) == 0 {
-				continue
-			}
-			if w.opts.Coalesce <= 0 {
-				w.drainQueued()
-				w.flush()
-				continue
-			}
-			quiet = time.After(w.opts.Coalesce)
-			if limit == nil {
-				limit = time.After(w.opts.MaxCoalesce)
-			}
-		case err := <-fsw.Errors:
-			w.log.Warn("file watcher error", "err", err)
-		case <-quiet:
-			w.flush()
-			quiet, limit = nil, nil
-		case <-limit:
-			w.flush()
-			quiet, limit = nil, nil
-		case <-poll.C:
-			changed := w.retryDirs()
-			for _, r := range w.roots {
-				if !r.present {
-					changed = w.checkRoot(r) || changed
-				}
-			}
-			if changed {
-				w.flush()
-			}
+	w.dw = dw
+	first := true
+	return dw.Run(ctx, func(c dirwatch.Change) {
+		w.change(c)
+		if first {
+			first = false
+			w.sink.Synced()
 		}
-	}
-}
-
-// drainQueued takes the events already waiting, so one burst that the
-// kernel delivered together is one update even with coalescing off.
-func (w *Watcher) drainQueued() {
-	for {
-		select {
-		case ev := <-w.fsw.Events:
-			w.handle(ev)
-		default:
-			return
-		}
-	}
-}
-
-// checkRoot starts watching r when its directory exists; it reports
-// whether r became present.
-func (w *Watcher) checkRoot(r *root) bool {
-	fi, err := os.Stat(r.dir)
-	if err != nil || !fi.IsDir() {
-		if !r.present {
-			w.sink.SetProblems(r.dir, []store.Problem{{Error: "directory does not exist yet; waiting for it", Since: time.Now()}})
-		}
-		return false
-	}
-	r.present = true
-	w.sink.SetProblems(r.dir, nil)
-	w.addTree(r.dir)
-	w.dirty[r.dir] = true
-	w.log.Info("watching config directory", "dir", r.dir)
-	return true
-}
-
-// addTree adds fsnotify watches on dir and every non-hidden directory
-// below it. Symlinked directories are not followed (no loops).
-func (w *Watcher) addTree(dir string) {
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if d.IsDir() {
-			if p != dir && hidden(d.Name()) {
-				return filepath.SkipDir
-			}
-			if !w.watched[p] {
-				if err := w.fsw.Add(p); err != nil {
-					w.setDirErr(p, false, fmt.Sprintf("cannot watch directory: %v; changes below it are not seen", unwrapPath(err)))
-					return nil
-				}
-				w.setDirErr(p, false, "")
-				w.watched[p] = true
-			}
-		}
-		return nil
 	})
 }
 
-func (w *Watcher) rootOf(p string) *root {
+// change applies one Change of the directories: roots gone or waited
+// for, then the dirty paths re-read, then the directory problems.
+func (w *Watcher) change(c dirwatch.Change) {
+	for _, g := range c.Gone {
+		w.rootGone(g)
+	}
+	for _, m := range c.Missing {
+		if !w.waiting[m] && !slices.Contains(c.Gone, m) && !w.hadFiles(m) {
+			w.waiting[m] = true
+			w.sink.SetProblems(m, []store.Problem{{Error: "directory does not exist yet; waiting for it", Since: time.Now()}})
+		}
+	}
+	for _, p := range c.Dirty {
+		if slices.Contains(w.roots, p) {
+			delete(w.waiting, p)
+			w.sink.SetProblems(p, nil)
+			w.log.Info("watching config directory", "dir", p)
+		}
+		w.dirty[p] = true
+	}
+	w.flush()
+	w.syncDirProblems()
+}
+
+// syncDirProblems shows on the sink what dirwatch says of the
+// directories it cannot list or watch, and logs what changed.
+func (w *Watcher) syncDirProblems() {
+	now := map[string]dirErr{}
+	for _, p := range w.dw.Problems() {
+		var e dirErr
+		if p.Read != nil {
+			e.read = fmt.Sprintf("cannot read directory: %v; the config files below it are not loaded", p.Read)
+		}
+		if p.Watch != nil {
+			e.watch = fmt.Sprintf("cannot watch directory: %v; changes below it are not seen", p.Watch)
+		}
+		now[p.Dir] = e
+	}
+	for dir, e := range now {
+		if w.dirErrs[dir] == e {
+			continue
+		}
+		var ps []store.Problem
+		for _, m := range []string{e.read, e.watch} {
+			if m != "" {
+				ps = append(ps, store.Problem{Error: m, Since: time.Now()})
+			}
+		}
+		w.log.Warn("config directory problem", "dir", dir, "err", ps[0].Error)
+		w.sink.SetProblems(dir, ps)
+	}
+	for dir := range w.dirErrs {
+		if _, ok := now[dir]; !ok {
+			w.log.Info("config directory readable again", "dir", dir)
+			w.sink.SetProblems(dir, nil)
+		}
+	}
+	w.dirErrs = now
+}
+
+func (w *Watcher) rootOf(p string) string {
 	for _, r := range w.roots {
-		if p == r.dir || strings.HasPrefix(p, r.dir+string(filepath.Separator)) {
+		if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) {
 			return r
 		}
 	}
-	return nil
+	return ""
 }
 
-// handle turns one fsnotify event into dirty paths.
-func (w *Watcher) handle(ev fsnotify.Event) {
-	p := filepath.Clean(ev.Name)
-	if ev.Op == fsnotify.Chmod {
-		// A directory's mode changed: it may have become readable, or
-		// unreadable.
-		if fi, err := os.Lstat(p); err == nil && fi.IsDir() && !hidden(filepath.Base(p)) && w.rootOf(p) != nil {
-			w.addTree(p)
-			w.dirty[p] = true
-		}
-		return
-	}
-	for _, r := range w.roots {
-		if p == r.dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-			w.rootGone(r)
-			return
+// hadFiles reports whether files below root are held.
+func (w *Watcher) hadFiles(root string) bool {
+	for p := range w.files {
+		if w.rootOf(p) == root {
+			return true
 		}
 	}
-	base := filepath.Base(p)
-	if strings.HasPrefix(base, "..") {
-		// A Kubernetes ConfigMap mount swapped its ..data symlink: every
-		// file of the directory may have changed.
-		w.dirty[filepath.Dir(p)] = true
-		return
-	}
-	if hidden(base) || editorTemp(base) {
-		return
-	}
-	if w.watched[p] && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-		delete(w.watched, p)
-		w.dirty[p] = true
-		return
-	}
-	if ev.Has(fsnotify.Create) {
-		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
-			w.addTree(p)
-			w.dirty[p] = true
-			return
-		}
-	}
-	if configFile(base) {
-		w.dirty[p] = true
-	}
+	return false
 }
 
-// rootGone keeps what r's files held (the directory may be on its way
-// back, as with a redeploy) and reports it until the directory returns.
-func (w *Watcher) rootGone(r *root) {
-	r.present = false
-	for d := range w.watched {
-		if w.rootOf(d) == r {
-			delete(w.watched, d)
-		}
-	}
+// rootGone keeps what root's files held (the directory may be on its
+// way back, as with a redeploy) and reports it until the directory
+// returns.
+func (w *Watcher) rootGone(root string) {
 	n := 0
 	for p, f := range w.files {
-		if w.rootOf(p) == r {
+		if w.rootOf(p) == root {
 			n += len(f.good)
 		}
 	}
-	w.log.Warn("config directory removed; keeping its resources until it is back", "dir", r.dir, "resources", n)
-	w.sink.SetProblems(r.dir, []store.Problem{{Error: fmt.Sprintf("directory removed; keeping its %d resources until it is back", n), Since: time.Now()}})
+	w.log.Warn("config directory removed; keeping its resources until it is back", "dir", root, "resources", n)
+	w.sink.SetProblems(root, []store.Problem{{Error: fmt.Sprintf("directory removed; keeping its %d resources until it is back", n), Since: time.Now()}})
 }
 
 func hidden(name string) bool { return strings.HasPrefix(name, ".") }
@@ -330,12 +244,16 @@ func configFile(name string) bool {
 }
 
 // expandDirty turns dirty directories into the files below them, present
-// or known, and returns every dirty file, sorted.
+// or known, and returns every dirty file, sorted: config files, and
+// files held before.
 func (w *Watcher) expandDirty() []string {
 	set := map[string]bool{}
 	for p := range w.dirty {
 		fi, err := os.Lstat(p)
 		isDir := err == nil && fi.IsDir()
+		if !isDir && slices.Contains(w.roots, p) {
+			isDir = err == nil && isDirFollowed(p) // a symlinked root
+		}
 		if isDir || w.isKnownDir(p) {
 			for known := range w.files {
 				if strings.HasPrefix(known, p+string(filepath.Separator)) {
@@ -344,31 +262,27 @@ func (w *Watcher) expandDirty() []string {
 			}
 		}
 		if isDir {
-			failed := map[string]bool{}
-			Walk(p, func(q string) { set[q] = true }, func(q string, err error) {
-				failed[q] = true
-				w.setDirErr(q, true, fmt.Sprintf("cannot read directory: %v; the config files below it are not loaded", err))
-			})
-			for q := range w.dirErrs {
-				if !failed[q] && (q == p || strings.HasPrefix(q, p+string(filepath.Separator))) {
-					w.setDirErr(q, true, "")
-				}
-			}
+			w.dw.Walk(p, configFile, func(q string) { set[q] = true })
 			continue
 		}
-		if !w.isKnownDir(p) {
+		if !w.isKnownDir(p) && (configFile(filepath.Base(p)) || w.files[p] != nil) {
 			set[p] = true
 		}
 	}
 	clear(w.dirty)
 	out := make([]string, 0, len(set))
 	for p := range set {
-		if r := w.rootOf(p); r != nil && r.present {
+		if w.rootOf(p) != "" {
 			out = append(out, p)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+func isDirFollowed(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func (w *Watcher) isKnownDir(p string) bool {

@@ -15,7 +15,8 @@
 // (clusters/east.yaml is cluster "east"); the file's current context
 // chooses the server and credentials.
 //
-// It imports core only; never xdsserver or another source.
+// It imports core and sources/dirwatch (the watched-directory primitive,
+// not a source); never xdsserver or another source.
 package kube
 
 import (
@@ -34,7 +35,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,6 +42,7 @@ import (
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/sources/dirwatch"
 )
 
 // Options configure a Source. Zero values take the defaults.
@@ -169,50 +170,35 @@ func (s *Source) SetDiscoverySelectors(sels []*meshv1alpha1.LabelSelector) error
 	return nil
 }
 
+// maxKubeconfigSize bounds a kubeconfig file (inline certificates make
+// a few kilobytes).
+const maxKubeconfigSize = 4 << 20
+
 // Run watches the directory until ctx ends, then stops every cluster.
+// The directory is watched with the sources' one primitive
+// (sources/dirwatch: watched before it is read, an editor's write
+// settled over 50 ms, a directory made later, ConfigMap ..data swaps)
+// and read again every Rescan besides.
 func (s *Source) Run(ctx context.Context) error {
-	fsw, err := fsnotify.NewWatcher()
+	w, err := dirwatch.New(dirwatch.Options{Dirs: []string{s.opts.Dir}, Settle: 50 * time.Millisecond, Rescan: s.opts.Rescan})
 	if err != nil {
 		return fmt.Errorf("kube source: %w", err)
 	}
-	defer fsw.Close()
-	watching := fsw.Add(s.opts.Dir) == nil
 	s.mu.Lock()
 	s.pending = map[string]bool{}
 	s.mu.Unlock()
-	s.rescan(ctx, true)
-	syncTimer := time.NewTimer(s.opts.SyncTimeout)
+	syncTimer := time.AfterFunc(s.opts.SyncTimeout, func() { s.maybeSynced(true) })
 	defer syncTimer.Stop()
-	s.maybeSynced(false)
-	tick := time.NewTicker(s.opts.Rescan)
-	defer tick.Stop()
-	var soon <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			s.stopAll()
-			return nil
-		case <-syncTimer.C:
-			s.maybeSynced(true)
-		case _, ok := <-fsw.Events:
-			if ok && soon == nil {
-				soon = time.After(50 * time.Millisecond) // an editor's write is several events
-			}
-		case err, ok := <-fsw.Errors:
-			if ok {
-				s.log.Warn("kubeconfig directory watch error; rescanning", "dir", s.opts.Dir, "err", err)
-				soon = time.After(0)
-			}
-		case <-soon:
-			soon = nil
-			s.rescan(ctx, false)
-		case <-tick.C:
-			if !watching {
-				watching = fsw.Add(s.opts.Dir) == nil
-			}
-			s.rescan(ctx, false)
+	initial := true
+	err = w.Run(ctx, func(dirwatch.Change) {
+		s.rescan(ctx, initial)
+		if initial {
+			s.maybeSynced(false)
+			initial = false
 		}
-	}
+	})
+	s.stopAll()
+	return err
 }
 
 // rescan reads the directory and adds, reconnects or removes clusters.
@@ -255,7 +241,7 @@ func (s *Source) rescan(ctx context.Context, initial bool) {
 			}
 		}
 		present[id] = true
-		data, err := os.ReadFile(path)
+		data, err := dirwatch.ReadFile(path, maxKubeconfigSize) // never blocks on a FIFO swapped in
 		if err != nil {
 			s.log.Warn("kubeconfig unreadable; cluster unchanged", "file", path, "err", err)
 			continue
