@@ -56,6 +56,12 @@ type CollectOptions struct {
 	// Quiet is how long no response may arrive (and no request be due)
 	// before the proxy's config counts as settled.
 	Quiet time.Duration
+	// Pending is how long no response may arrive while a subscription is
+	// still unanswered before the collection gives up waiting for it (a
+	// server that never answers some names: they show as missing
+	// resources); 5×Quiet when zero. A large scenario on a busy machine
+	// can take longer than that to generate.
+	Pending time.Duration
 	// Timeout bounds the whole collection.
 	Timeout time.Duration
 }
@@ -147,8 +153,10 @@ func Collect(ctx context.Context, addr string, p *Proxy, o CollectOptions) (Reso
 		}
 	}()
 	// Settled: nothing arrived for o.Quiet and every changed subscription
-	// was answered, or nothing arrived for 5×o.Quiet (a server that never
-	// answers some names: they show as missing resources).
+	// was answered, or nothing arrived for o.Pending.
+	if o.Pending == 0 {
+		o.Pending = 5 * o.Quiet
+	}
 	timer := time.NewTimer(o.Quiet)
 	defer timer.Stop()
 	last := time.Now()
@@ -157,7 +165,7 @@ func Collect(ctx context.Context, addr string, p *Proxy, o CollectOptions) (Reso
 		case <-ctx.Done():
 			return nil, fmt.Errorf("proxy %s at %s: no settled config within %v", p.Name, addr, o.Timeout)
 		case <-timer.C:
-			if !anyPending(st) || time.Since(last) >= 5*o.Quiet {
+			if !anyPending(st) || time.Since(last) >= o.Pending {
 				return collected(st), nil
 			}
 			timer.Reset(o.Quiet)

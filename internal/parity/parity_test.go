@@ -120,6 +120,11 @@ func runScenario(t *testing.T, ist *istiod, s *Scenario, proxies map[string]*Pro
 		list = append(list, p)
 	}
 	opts := CollectOptions{Quiet: time.Second, Timeout: 60 * time.Second}
+	if !trim {
+		// Whole benchmark scenarios (1,000 gateways, services) on a
+		// busy machine: a response can take longer than 5 s to come.
+		opts.Pending, opts.Timeout = 30*time.Second, 180*time.Second
+	}
 	type got struct {
 		istiod, ours Resources
 		errA, errB   error
