@@ -295,3 +295,20 @@ func mustSymlink(t *testing.T, target, link string) {
 		t.Fatal(err)
 	}
 }
+
+// TestSymlinkedSubdirectory: within a bounded Depth a symlinked
+// directory (a credential linked in from elsewhere) is watched, so an
+// edit of its target is a Change under the link's path.
+func TestSymlinkedSubdirectory(t *testing.T) {
+	base := t.TempDir()
+	root := filepath.Join(base, "credentials")
+	write(t, filepath.Join(base, "elsewhere", "www", "tls.crt"), "1")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustSymlink(t, filepath.Join(base, "elsewhere", "www"), filepath.Join(root, "www"))
+	r := start(t, Options{Dirs: []string{root}, Depth: 1}, nil)
+	n := r.count()
+	write(t, filepath.Join(base, "elsewhere", "www", "tls.crt"), "2")
+	testkit.Eventually(t, "the edit through the link", func() bool { return r.dirtySince(n, filepath.Join(root, "www", "tls.crt")) })
+}
