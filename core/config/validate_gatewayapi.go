@@ -1,6 +1,7 @@
 package config
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -374,6 +375,9 @@ func checkGRPCMatches(errs *Errors, f string, matches []gwapi.GRPCRouteMatch) {
 	}
 }
 
+// corsOrigin is the CRD's pattern of an allowed origin.
+var corsOrigin = regexp.MustCompile(`(^\*$)|(^(http(s)?):\/\/(((\*\.)?([a-zA-Z0-9\-]+\.)*[a-zA-Z0-9-]+|\*)(:([0-9]{1,5}))?)$)`)
+
 // checkGatewayCORS checks a CORS filter as the CRD's CEL rules: "*"
 // stands alone in allowOrigins, allowMethods and allowHeaders.
 func checkGatewayCORS(errs *Errors, f string, c *gwapi.HTTPCORSFilter) {
@@ -383,6 +387,11 @@ func checkGatewayCORS(errs *Errors, f string, c *gwapi.HTTPCORSFilter) {
 	}{{"allowOrigins", c.AllowOrigins}, {"allowMethods", c.AllowMethods}, {"allowHeaders", c.AllowHeaders}} {
 		if len(l.list) > 1 && slices.Contains(l.list, "*") {
 			errs.Add(f+"."+l.field, "%q cannot be listed with other values", "*")
+		}
+	}
+	for i, o := range c.AllowOrigins {
+		if !corsOrigin.MatchString(o) {
+			errs.Add(idx(f+".allowOrigins", i), "%q is not an origin (\"*\" or scheme://host[:port], host may start with \"*.\" or be \"*\")", o)
 		}
 	}
 	if c.MaxAge < 0 {

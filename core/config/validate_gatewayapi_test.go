@@ -52,6 +52,7 @@ var gatewayAPIRows = []row{
 	{"HTTPRoute CORS valid", hr(hrParent + "  rules: [{filters: [{type: CORS, cors: {allowOrigins: [\"https://*.example.com\"], allowMethods: [GET], maxAge: 60}}]}]\n"), ""},
 	{"HTTPRoute CORS star with others", hr(hrParent + "  rules: [{filters: [{type: CORS, cors: {allowOrigins: [\"*\", \"https://a.example.com\"]}}]}]\n"), "spec.rules[0].filters[0].cors.allowOrigins"},
 	{"HTTPRoute CORS unknown field", hr(hrParent + "  rules: [{filters: [{type: CORS, cors: {allowOrigin: [x]}}]}]\n"), "unknown field \"allowOrigin\""},
+	{"HTTPRoute CORS bad origin", hr(hrParent + "  rules: [{filters: [{type: CORS, cors: {allowOrigins: [\"https://pre*\"]}}]}]\n"), "spec.rules[0].filters[0].cors.allowOrigins[0]"},
 	{"GRPCRoute no CORS", gr(hrParent + "  rules: [{filters: [{type: CORS, cors: {allowOrigins: [\"*\"]}}]}]\n"), "spec.rules[0].filters[0].type"},
 	{"GRPCRoute backendRef filter type", gr(hrParent + "  rules: [{backendRefs: [{name: svc, port: 80, filters: [{type: URLRewrite, urlRewrite: {hostname: a}}]}]}]\n"), "spec.rules[0].backendRefs[0].filters[0].type"},
 	{"GRPCRoute no redirect", gr(hrParent + "  rules: [{filters: [{type: RequestRedirect, requestRedirect: {statusCode: 301}}]}]\n"), "spec.rules[0].filters[0].type"},
