@@ -30,14 +30,19 @@ func (a Shared) newer(b Shared) bool {
 }
 
 // Publish sets key's shared value on every replica, unless a value of
-// that key at least as new is already here; it reports whether it did.
+// that key with this version or a later one is already here (from any
+// replica: publishing what is known again is a no-op); it reports whether
+// it did.
 // It is gossiped and, since a value may not fit a gossip packet (a CA
 // bundle) and must reach every replica within seconds (a revocation),
 // also pushed to the live members at once (burst.go's sync).
 func (t *Table) Publish(key string, version int64, value []byte) bool {
 	s := Shared{Key: key, Version: version, Origin: t.name, Value: value}
 	t.mu.Lock()
-	ok := t.mergeSharedLocked(s, true)
+	ok := false
+	if w, seen := t.shared[key]; !seen || version > w.Version {
+		ok = t.mergeSharedLocked(s, true)
+	}
 	t.mu.Unlock()
 	if ok && t.ml != nil {
 		t.syncSoon()

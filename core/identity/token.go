@@ -88,6 +88,10 @@ type TokenRecord struct {
 	Expires        time.Time  `json:"expires"`
 	MaxUses        int        `json:"maxUses,omitempty"` // 0: any number within its lifetime
 	Uses           int        `json:"uses"`
+	// UsesBy are the uses other replicas of a cluster spent, as last
+	// merged (TokenStore.Merge); this replica's own are Uses minus their
+	// sum.
+	UsesBy map[string]int `json:"usesBy,omitempty"`
 	LastUsed       *time.Time `json:"lastUsed,omitempty"`
 	Revoked        *time.Time `json:"revoked,omitempty"`
 }

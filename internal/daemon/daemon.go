@@ -211,6 +211,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.id != nil {
 		goRun(func() { d.id.serve(d.log) })
 		goRun(func() { d.id.watchCA(ctx, d) }) // root rotation steps (identity.go)
+		if d.sharesTrust() {
+			goRun(func() { d.id.shareTrust(ctx, d) }) // CA and join tokens across replicas (trust.go)
+		}
 	}
 	d.log.Info("baremeshd serving", "xds", d.XDSAddr(), "http", d.HTTPAddr(), "tls", d.TLSAddr(), "configDirs", d.cfg.ConfigDirs,
 		"configz", "http://"+d.HTTPAddr()+"/debug/configz")

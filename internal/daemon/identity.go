@@ -63,6 +63,8 @@ type identityParts struct {
 	// (for the xDS server's Authenticate hook, not wired yet).
 	xdsAuthn identity.Authenticator
 	srv      *ca.Server
+	// tokens is the join token store (shared with the cluster: trust.go).
+	tokens *identity.TokenStore
 	// peers are the TLS port's per-peer limits (failed
 	// authentications, CSR rate), shared by the CA and xDS.
 	peers *ca.Peers
@@ -77,6 +79,14 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		return nil
 	}
 	log := d.log.With("component", "ca")
+	if d.sharesTrust() && d.cfg.CACertsDir == "" { // trust.go
+		if err := identity.CheckStateDir(d.cfg.StateDir); err != nil {
+			return err
+		}
+		if err := d.joinClusterCA(log); err != nil {
+			return err
+		}
+	}
 	if err := checkIdentityState(d.cfg); err != nil {
 		return err
 	}
@@ -87,6 +97,11 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	if authority.Generated {
 		log.Info("generated a self-signed root CA", "dir", d.cfg.CADir())
 	}
+	if d.sharesTrust() && d.cfg.CACertsDir == "" {
+		if err := d.publishCA(); err != nil {
+			return fmt.Errorf("sharing the CA with the cluster: %w", err)
+		}
+	}
 	initialTD := mesh.GetTrustDomain()
 	trustDomain := func() string {
 		if pc := d.pipeline.Current(); pc != nil && pc.Mesh.GetTrustDomain() != "" {
@@ -95,7 +110,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		return initialTD
 	}
 	tokens := &identity.TokenStore{Dir: filepath.Join(d.cfg.StateDir, "tokens")}
-	p := &identityParts{ca: authority, authn: identity.Chain{
+	p := &identityParts{ca: authority, tokens: tokens, authn: identity.Chain{
 		&identity.CertAuthenticator{CA: authority},
 		&identity.TokenAuthenticator{Store: tokens, TrustDomain: trustDomain},
 	}}
