@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,20 +26,28 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
-// flowEnv is a server whose listener generator returns ~400 KB (far past
-// a 64 KB flow-control window), with the flow options given, and the
-// address it serves on.
+// flowListeners is how many listeners flowEnv's generator returns: 40 of
+// 10 KB make ~400 KB (far past a 64 KB flow-control window). What the flow
+// tests need is bytes, not resources: 4,000 listeners of 100 bytes made
+// the same size, but each generation, marshal and unmarshal then took
+// seconds under -race on a busy machine, and TestSendTimeoutEndsAStalledStream
+// and TestStreamCaps failed waiting for them (5 of 5 runs with a CPU hog).
+const flowListeners = 40
+
+// flowEnv is a server whose listener generator returns ~400 KB, with the
+// flow options given, and the address it serves on.
 func flowEnv(t *testing.T, opts Options) (*Server, string) {
 	t.Helper()
 	snaps := &fixedSnaps{}
 	snaps.pc.Store(&push.PushContext{Version: 1})
 	opts.NoCache = true
 	var gens atomic.Uint32 // each generation differs, so each push sends
+	pad := strings.Repeat("x", 10<<10)
 	opts.Types = typesWith(map[*xdstype.Type]gen.Generator{xdstype.Listener: func(gen.Input) ([]gen.Resource, error) {
 		g := gens.Add(1)
-		out := make([]gen.Resource, 4000)
+		out := make([]gen.Resource, flowListeners)
 		for i := range out {
-			n := fmt.Sprintf("listener-%05d-%080d", i, i)
+			n := fmt.Sprintf("listener-%05d-%s", i, pad)
 			out[i] = gen.Resource{Name: n, Resource: &listenerv3.Listener{Name: n, Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{Address: "0.0.0.0", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(1000+i) + g}}}}}}
 		}
 		return out, nil
@@ -98,7 +107,7 @@ func TestSendTimeoutEndsAStalledStream(t *testing.T) {
 
 	reader := openLDS(t, ctx, stalledClient(t, addr), 2)
 	rx := pump(reader.Recv)
-	if r := within(t, rx); len(r.GetResources()) != 4000 {
+	if r := within(t, rx); len(r.GetResources()) != flowListeners {
 		t.Fatalf("reading proxy got %d listeners", len(r.GetResources()))
 	}
 	testkit.EventuallyWithin(t, 10*time.Second, "the stalled stream is cut", func() bool {
