@@ -13,6 +13,7 @@ import (
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/cds"
+	"github.com/baremesh/baremesh/xdsserver/gen/eds"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/gen/lds"
 	"github.com/baremesh/baremesh/xdsserver/gen/rds"
@@ -119,4 +120,73 @@ func istioSidecar(t *testing.T, i int) *corev3.Node {
 		t.Fatal(err)
 	}
 	return &corev3.Node{Id: fmt.Sprintf("sidecar~10.0.0.%d~%s.ns~ns.svc.cluster.local", i+1, name), Cluster: name + ".ns", Metadata: md}
+}
+
+// TestWildcardEDSSharedAcrossStreams (issue #30): streams that ask EDS
+// for everything (no names) share one generation per key and endpoint
+// generation; before, each stream generated every CLA on every push (100
+// such streams beside a 50,000-endpoint service: 100 generations of it
+// per push, and 100 copies held). With the assertion on, a hit is checked
+// against the real proxy's output.
+func TestWildcardEDSSharedAcrossStreams(t *testing.T) {
+	pc, err := gentest.Build([]byte(`
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: web, namespace: ns}
+spec:
+  hosts: [web.example.com]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.1.0.1}, {address: 10.1.0.2}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, assert := range []bool{false, true} {
+		t.Run(fmt.Sprintf("assert=%v", assert), func(t *testing.T) {
+			if !assert {
+				t.Setenv("BAREMESH_CACHE_ASSERT", "0") // the assertion would regenerate
+			}
+			snaps := &fixedSnaps{}
+			snaps.pc.Store(pc)
+			var gens atomic.Int64
+			var mu sync.Mutex
+			var mismatch []string
+			srv := New(snaps, Options{CacheAssert: assert, OnCacheMismatch: func(m string) {
+				mu.Lock()
+				mismatch = append(mismatch, m)
+				mu.Unlock()
+			}, Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Endpoint: func(in gen.Input) ([]gen.Resource, error) {
+				gens.Add(1)
+				return eds.Generate(in)
+			}})})
+			client := serveForTest(t, srv)
+			for i := range 5 {
+				ctx, cancel := context.WithCancel(context.Background())
+				st, err := client.StreamAggregatedResources(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Send(&discovery.DiscoveryRequest{Node: istioSidecar(t, i), TypeUrl: xdstype.Endpoint.URL}); err != nil {
+					t.Fatal(err)
+				}
+				r, err := st.Recv()
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(r.GetResources()) != 1 {
+					t.Fatalf("wildcard EDS: %d resources, want 1 (web's port 80)", len(r.GetResources()))
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(mismatch) != 0 {
+				t.Fatalf("cache assertion: %v", mismatch)
+			}
+			if g := gens.Load(); !assert && g != 1 {
+				t.Errorf("5 wildcard EDS streams of one key: %d generations, want 1", g)
+			}
+		})
+	}
 }

@@ -90,6 +90,9 @@ func (b *Builder) Build(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, nam
 	case t.Cache == xdstype.CachePerName && names != nil:
 		res, err = b.buildPerName(pc, t, p, names, list)
 		return res, nil, err
+	case t.Cache == xdstype.CachePerName && t.Endpoints:
+		res, err = b.buildWildcard(pc, t, p)
+		return res, nil, err
 	case t.Cache == xdstype.CacheShape:
 		return b.buildShape(pc, t, p, names)
 	}

@@ -135,7 +135,7 @@ type edsListKey struct {
 func (c *edsCache) getList(k edsListKey) ([]*wire.Resource, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if k.base.push != c.push {
+	if c.advance(k.base.push); k.base.push != c.push {
 		return nil, false
 	}
 	res, ok := c.lists[k]
@@ -145,7 +145,7 @@ func (c *edsCache) getList(k edsListKey) ([]*wire.Resource, bool) {
 func (c *edsCache) putList(k edsListKey, res []*wire.Resource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if k.base.push != c.push {
+	if c.advance(k.base.push); k.base.push != c.push {
 		return
 	}
 	if c.lists == nil {
@@ -161,11 +161,8 @@ func (c *edsCache) putList(k edsListKey, res []*wire.Resource) {
 func (c *edsCache) get(k edsKey) (*wire.Resource, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if k.push != c.push {
-		if k.push < c.push {
-			return nil, false // an older snapshot: do not cache
-		}
-		c.push, c.m, c.lists, c.newest = k.push, map[edsKey]*wire.Resource{}, nil, map[edsKey]uint64{}
+	if c.advance(k.push); k.push != c.push {
+		return nil, false // an older snapshot: do not cache
 	}
 	e, ok := c.m[k]
 	if ok {
@@ -174,6 +171,14 @@ func (c *edsCache) get(k edsKey) (*wire.Resource, bool) {
 		c.misses++
 	}
 	return e, ok
+}
+
+// advance drops everything cached when push is a newer snapshot than
+// the cache's; c.mu is held.
+func (c *edsCache) advance(push uint64) {
+	if push > c.push || c.m == nil {
+		c.push, c.m, c.lists, c.newest = push, map[edsKey]*wire.Resource{}, nil, map[edsKey]uint64{}
+	}
 }
 
 func (c *edsCache) put(k edsKey, e *wire.Resource) {
@@ -243,6 +248,36 @@ func (b *Builder) buildPerName(pc *push.PushContext, t *xdstype.Type, p *gen.Pro
 		cache.putList(lk, out)
 	}
 	return out, nil
+}
+
+// wildcardList stands for a wildcard subscription (every cluster the
+// proxy sees) in the whole-subscription cache.
+var wildcardList = &wire.NameList{}
+
+// buildWildcard builds a wildcard EDS subscription through the
+// whole-subscription cache: once per key and endpoint generation, not
+// once per stream. A client may ask EDS for everything; before, each such
+// stream regenerated and held every CLA on every push (100 streams beside
+// a 50,000-endpoint service: 100 generations of it per push, issue #30).
+func (b *Builder) buildWildcard(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy) ([]*wire.Resource, error) {
+	base := baseEDSKey(pc, p)
+	lk := edsListKey{base: base, list: wildcardList, endpoints: pc.Endpoints.Generation()}
+	if cached, ok := b.eds.getList(lk); ok {
+		if b.assert {
+			fresh, err := b.encode(t, gen.Input{Push: pc, Proxy: p})
+			if err != nil || !wire.Same(fresh, cached) {
+				b.mismatch(fmt.Sprintf("baremesh cache assert: %s wildcard for proxy %s differs from the cached output of its key: the key misses an input (err %v)", strings.ToUpper(t.Short), p.ID, err))
+			}
+		}
+		return cached, nil
+	}
+	// The cached generation sees the key's proxy, as generateCLA does.
+	res, err := b.encode(t, gen.Input{Push: pc, Proxy: base.proxy()})
+	if err != nil {
+		return nil, err
+	}
+	b.eds.putList(lk, res)
+	return res, nil
 }
 
 // generateCLA is the cached generation: it receives its key (with the
