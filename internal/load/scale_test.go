@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,11 +152,14 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	))
 	cpu3, client3, tot3 := d.cpu(), clientCPU(), f.Totals()
 	endPhase = phaseProfile(b, d, mode, "newsvc", 6)
+	scrapes := scrapeDuring(d.http)
 	start = time.Now()
 	writeFile(b, d.conf, n+".yaml", serviceEntry(n, svcAddrs(services)...))
 	if err := w.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s new service: %w", mode, err)
 	}
+	metricsLat := scrapes()
+	b.Logf("%s: /metrics during the full push: %v", mode, metricsLat)
 	newSvc := w.Latencies(start).Percentiles()
 	newSvcCPU := d.cpu() - cpu3
 	sent := f.Totals()
@@ -182,11 +186,39 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	add(cpu1-cpu0, "server-cpu-connect-s")
 	add(1000*newSvcCPU/float64(proxies), "newsvc-cpu-ms/proxy")
 	add(editCPU, "edit-cpu-s")
+	add(float64(metricsLat.Max.Milliseconds()), "metrics-max-ms")
 	add(mb(perProxy)/float64(proxies), "MB/proxy")
 	return res, nil
 }
 
 func mb(n int64) float64 { return float64(n) / (1 << 20) }
+
+// scrapeDuring fetches the daemon's /metrics, as Prometheus would, one
+// scrape after another (at least 100 ms apart) until the returned
+// function is called, which returns the scrapes' latencies (issue #30:
+// at most 100 ms during a full push).
+func scrapeDuring(httpAddr string) func() Summary {
+	stop, done := make(chan struct{}), make(chan Summary)
+	go func() {
+		var lat Latencies
+		client := &http.Client{Timeout: 30 * time.Second}
+		for {
+			start := time.Now()
+			if resp, err := client.Get("http://" + httpAddr + "/metrics"); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat = append(lat, time.Since(start))
+			}
+			select {
+			case <-stop:
+				done <- lat.Percentiles()
+				return
+			case <-time.After(max(0, 100*time.Millisecond-time.Since(start))): // the scrape interval
+			}
+		}
+	}()
+	return func() Summary { close(stop); return <-done }
+}
 
 // raiseNoFile lifts the soft open-file limit to the hard one; the daemon
 // inherits it.
