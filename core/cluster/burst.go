@@ -1,9 +1,9 @@
 package cluster
 
 import (
+	"errors"
+	"sync"
 	"time"
-
-	"github.com/hashicorp/memberlist"
 )
 
 // A burst of registrations (a replica restarting with its proxies, a
@@ -63,29 +63,21 @@ func (t *Table) burstSync() {
 		t.mu.Lock()
 		seq := t.queued
 		t.mu.Unlock()
-		// Only members known alive: a push-pull to a suspect or dead one
-		// waits for TCPTimeout (10 s by default) before the next.
-		var addrs []string
-		others := 0
-		self := t.ml.LocalNode().Name
-		for _, n := range t.ml.Members() {
-			if n.Name == self {
-				continue
-			}
-			others++
-			if n.State == memberlist.StateAlive {
-				addrs = append(addrs, n.Address())
-			}
+		// The members' addresses as the membership events gave them
+		// (reading memberlist's own node records races with its updates).
+		t.failedMu.Lock()
+		addrs := make([]string, 0, len(t.addrs))
+		for _, a := range t.addrs {
+			addrs = append(addrs, a)
 		}
+		t.failedMu.Unlock()
 		if len(addrs) == 0 {
 			continue
 		}
 		start := time.Now()
-		n, err := t.ml.Join(addrs)
+		n, err := t.pushPull(addrs)
 		t.mu.Lock()
-		// A suspect left out may come back without a push-pull: it still
-		// needs the queued broadcasts.
-		if n == len(addrs) && others == len(addrs) && t.queued == seq {
+		if n == len(addrs) && t.queued == seq {
 			t.queue.Reset()
 		}
 		t.mu.Unlock()
@@ -97,4 +89,28 @@ func (t *Table) burstSync() {
 		case <-time.After(burstGap):
 		}
 	}
+}
+
+// pushPull syncs the table with each address at once (memberlist's Join
+// with a known member is a push-pull), so that a member that died and is
+// not yet known dead, whose dial waits for TCPTimeout (10 s by default),
+// does not hold up the others'. It returns how many answered.
+func (t *Table) pushPull(addrs []string) (int, error) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	n := 0
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := t.ml.Join([]string{a})
+			mu.Lock()
+			n += k
+			errs = append(errs, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return n, errors.Join(errs...)
 }

@@ -222,6 +222,9 @@ type events struct{ t *Table }
 func (e events) NotifyJoin(n *memberlist.Node) {
 	e.t.failedMu.Lock()
 	delete(e.t.failed, n.Name)
+	if n.Name != e.t.name {
+		e.t.addrs[n.Name] = n.Address()
+	}
 	e.t.failedMu.Unlock()
 	e.t.o.Logger.Info("member joined", "member", n.Name, "addr", n.Address())
 	e.kick()
@@ -234,6 +237,7 @@ func (e events) NotifyLeave(n *memberlist.Node) {
 	// good costs one refused dial per Rejoin.
 	e.t.failedMu.Lock()
 	e.t.failed[n.Name] = failedMember{addr: n.Address(), at: time.Now()}
+	delete(e.t.addrs, n.Name)
 	e.t.failedMu.Unlock()
 	e.t.o.Logger.Warn("member gone", "member", n.Name, "addr", n.Address())
 	// Until memberlist stops gossiping to it, changes are also synced
@@ -244,7 +248,13 @@ func (e events) NotifyLeave(n *memberlist.Node) {
 	e.kick()
 }
 
-func (e events) NotifyUpdate(*memberlist.Node) {}
+func (e events) NotifyUpdate(n *memberlist.Node) {
+	e.t.failedMu.Lock()
+	if _, ok := e.t.addrs[n.Name]; ok {
+		e.t.addrs[n.Name] = n.Address()
+	}
+	e.t.failedMu.Unlock()
+}
 
 func (e events) kick() {
 	select {

@@ -83,7 +83,10 @@ type Table struct {
 	queue    *memberlist.TransmitLimitedQueue
 	failedMu sync.Mutex
 	failed   map[string]failedMember // gone members' addresses, to rejoin
-	kick     chan struct{}
+	// addrs are the other live members' addresses, from the membership
+	// events (burst.go syncs with them).
+	addrs map[string]string
+	kick  chan struct{}
 	// queued counts broadcasts queued (under mu); burst wakes the
 	// burst sync (burst.go).
 	queued uint64
@@ -128,7 +131,7 @@ func New(o Options) (*Table, error) {
 		return nil, errors.New("cluster: a replica name is required")
 	}
 	t := &Table{o: o, name: o.Name, recs: map[string]Record{}, local: map[string]*held{}, shared: map[string]Shared{},
-		seenAt: map[string]time.Time{}, failed: map[string]failedMember{},
+		seenAt: map[string]time.Time{}, failed: map[string]failedMember{}, addrs: map[string]string{},
 		kick: make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{})}
 	t.wake = sync.NewCond(&t.mu)
 	if o.Bind != "" {
