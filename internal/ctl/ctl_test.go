@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/version"
 )
 
@@ -83,17 +84,10 @@ func TestDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `Error [IST0101] (VirtualService bookinfo/ratings ` + filepath.Join(conf, "zz-ratings-vs.yaml") + `:1) Referenced host+subset in destinationrule not found: "ratings.bookinfo.mesh+v9"`
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.EventuallyWithin(t, 20*time.Second, "analyze --use-daemon to report "+want, func() bool {
 		code, out, errs = run(base, time.Time{}, "--daemon", base, "analyze", "--use-daemon")
-		if code == ExitAnalyzeIssues && strings.TrimSpace(out) == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("analyze --use-daemon: exit %d\n%s%s\nwant %s", code, out, errs, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return code == ExitAnalyzeIssues && strings.TrimSpace(out) == want
+	})
 
 	if *update { // record the daemon's answers for the golden tests
 		rec := filepath.Join("testdata", "daemon")

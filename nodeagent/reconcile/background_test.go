@@ -3,10 +3,10 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 func TestBackground(t *testing.T) {
@@ -26,19 +26,11 @@ func TestBackground(t *testing.T) {
 	}
 	fail <- errors.New("caches did not sync")
 	// The loop has returned once fail was received; wait for its record.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, "the loop to record its failure", func() bool {
 		b.mu.Lock()
-		running := b.running
-		b.mu.Unlock()
-		if !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the loop did not record its failure")
-		}
-		runtime.Gosched()
-	}
+		defer b.mu.Unlock()
+		return !b.running
+	})
 	if s := b.Reconcile(context.Background()); s.State != StateError || !strings.Contains(s.Reason, "caches did not sync") {
 		t.Errorf("after failure: %+v", s)
 	}

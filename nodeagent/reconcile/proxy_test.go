@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 // fakeProxy writes a shell script that stands in for the proxy: no Envoy
@@ -63,16 +65,10 @@ func (f *fakeProxy) setBootstrap(t *testing.T, content string) {
 // waitStarts polls the file the script appends to until it has n lines.
 func (f *fakeProxy) waitStarts(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.Eventually(t, fmt.Sprintf("the proxy to record %d starts", n), func() bool {
 		b, _ := os.ReadFile(f.starts)
-		if got := strings.Count(string(b), "\n"); got == n {
-			return
-		} else if time.Now().After(deadline) {
-			t.Fatalf("proxy recorded %d starts, want %d", got, n)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval
-	}
+		return strings.Count(string(b), "\n") == n
+	})
 }
 
 func expectStatus(t *testing.T, p *Proxy, state State, reason string) {
@@ -85,13 +81,7 @@ func expectStatus(t *testing.T, p *Proxy, state State, reason string) {
 
 func waitExit(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still running", pid)
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval
-	}
+	testkit.Eventually(t, fmt.Sprintf("process %d to exit", pid), func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
 func TestProxyRestartPredicates(t *testing.T) {
@@ -152,13 +142,7 @@ func TestProxyExitIsRestarted(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for p.PID() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("exit not noticed")
-		}
-		time.Sleep(10 * time.Millisecond) // poll interval
-	}
+	testkit.Eventually(t, "the exit to be noticed", func() bool { return p.PID() == 0 })
 	expectStatus(t, p, StateWarning, "proxy exited (signal: killed); restarted")
 	if p.PID() == 0 || p.PID() == pid || p.Starts() != 2 {
 		t.Errorf("after exit: pid %d (was %d), %d starts", p.PID(), pid, p.Starts())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/sources/file"
 	"github.com/baremesh/baremesh/sources/sourcetest"
 )
@@ -115,17 +116,10 @@ func FuzzFileSource(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(fs.dir, "zz-marker.yaml"), []byte(markerYAML(port)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testkit.Eventually(t, fmt.Sprintf("the watcher to see the marker after %q", truncate(data)), func() bool {
 			c, ok := fs.agg.Get(config.ServiceEntry, "test", "zz-marker")
-			if ok && markerPort(c) == port {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("watcher did not see the marker within 10s after %q", truncate(data))
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return ok && markerPort(c) == port
+		})
 		if _, ok := fs.agg.Get(config.ServiceEntry, "test", "keep"); !ok {
 			t.Fatalf("the good file's resource is gone after %q", truncate(data))
 		}

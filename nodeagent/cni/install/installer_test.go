@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/cni/libcni"
 
@@ -186,16 +185,14 @@ func TestRunReinserts(t *testing.T) {
 	p := filepath.Join(f.conf, "10-main.conflist")
 	waitChained := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if data, err := os.ReadFile(p); err == nil && strings.Contains(string(data), PluginType) && f.in.Ready() {
-				if _, err := libcni.ConfListFromBytes(data); err == nil {
-					return
-				}
+		testkit.Eventually(t, what+": baremesh-cni chained", func() bool {
+			data, err := os.ReadFile(p)
+			if err != nil || !strings.Contains(string(data), PluginType) || !f.in.Ready() {
+				return false
 			}
-			time.Sleep(20 * time.Millisecond) // polling with a deadline
-		}
-		t.Fatalf("%s: baremesh-cni not chained within 5s", what)
+			_, err = libcni.ConfListFromBytes(data)
+			return err == nil
+		})
 	}
 	if f.in.Ready() {
 		t.Error("ready before any CNI config exists")
