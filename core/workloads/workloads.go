@@ -1,13 +1,17 @@
 // Package workloads owns auto-registration: a proxy that connects with
 // AUTO_REGISTER_GROUP in its node metadata gets a WorkloadEntry built from
 // that WorkloadGroup's template (Istio's conventions: name, annotations,
-// grace period after a disconnect), kept in baremesh's own in-memory store
-// (below every file in precedence), its Healthy state set from the
-// health reports the proxy sends over its xDS stream, and the
-// whole persisted under the state directory so a restart loses nothing.
+// grace period after a disconnect), written to baremesh's own in-memory
+// store (below every other source in precedence), its Healthy condition
+// set from the health reports the proxy sends over its xDS stream. The
+// entries follow their groups' changes (FollowGroups). With Registrations
+// (a core/cluster table the replicas share) the table says which replica
+// writes an entry and when it expires; without, the controller's own grace
+// timers do. Entries and health persist in the state file, so a restart
+// loses nothing.
 //
-// It imports core only (config, model, store); the xDS server calls it
-// through its hooks, wired in internal/daemon.
+// It imports core only (cluster, config, model, store); the xDS server
+// calls it through its hooks, wired in internal/daemon.
 package workloads
 
 import (

@@ -1,6 +1,8 @@
-// Package arch checks the dependency direction of the repository's trees
-// (STYLE.md): core imports nothing of ours outside core; sources and
-// xdsserver import core, never each other; nodeagent stands alone.
+// Package arch checks the import rules README "Layout" states: core
+// imports nothing of ours outside core; sources and xdsserver import core,
+// never each other; nodeagent stands alone; the xdsserver packages' order
+// (arch_test.go); the translation packages do no I/O (pure_test.go); the
+// commands link only what they need (link_test.go).
 package arch
 
 import (

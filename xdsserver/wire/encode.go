@@ -4,8 +4,9 @@
 // without copying them per proxy, the response framing, and the gRPC codec
 // and server options that send pre-encoded parts.
 //
-// It imports core and xdsserver/gen (the Resource a generator returns),
-// never the protocol (ads) or the generation stage (build).
+// Of ours it imports only xdsserver/gen (the Resource a generator
+// returns): never the protocol (ads), the generation stage (build) or the
+// type table (xdstype).
 package wire
 
 import (
