@@ -39,9 +39,9 @@ test: test-deps
 # flake runs packages N times with -race -count=1 while a CPU hog keeps
 # every core busy, with a progress line each minute and a summary of the
 # failures by test (hack/flake.sh). PKG (default: the suite minus the long
-# scenario/load packages), N (default 3), RUN (a -run filter), HOG.
+# scenario/load packages), N (default 3), RUN and SKIP (-run, -skip), HOG.
 flake:
-	PKG='$(PKG)' N='$(N)' RUN='$(RUN)' HOG='$(HOG)' hack/flake.sh
+	PKG='$(PKG)' N='$(N)' RUN='$(RUN)' SKIP='$(SKIP)' HOG='$(HOG)' hack/flake.sh
 
 # bench prints the figures the issues ask for (see README.md, "Benchmarks").
 # Scenario benchmarks run a few times; the per-proxy generation benchmark

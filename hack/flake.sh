@@ -17,6 +17,7 @@
 #            packaging/pkgtest xdsserver/gen/bench.
 #   N        how many runs (default 3).
 #   RUN      go test -run filter (default: every test).
+#   SKIP     go test -skip filter (default: none).
 #   HOG      busy-loop processes to start (default: the number of cores).
 #   TIMEOUT  go test -timeout per run (default 30m).
 #   FLAKE_DIR where each run's log goes (default a new temp dir; kept).
@@ -28,6 +29,7 @@ cd "$(dirname "$0")/.."
 
 N=${N:-3}
 RUN=${RUN:-}
+SKIP=${SKIP:-}
 HOG=${HOG:-$(nproc)}
 TIMEOUT=${TIMEOUT:-30m}
 SLOW=${SLOW:-internal/load internal/parity packaging/pkgtest xdsserver/gen/bench}
@@ -48,7 +50,11 @@ fi
 
 hogs=()
 ticker=""
+gotest=""
 cleanup() {
+  # go test runs in its own process group (setsid): end it and its test
+  # binaries when we are stopped.
+  [[ -n $gotest ]] && kill -- -"$gotest" 2>/dev/null || true
   [[ -n $ticker ]] && kill "$ticker" 2>/dev/null || true
   ((${#hogs[@]})) && kill "${hogs[@]}" 2>/dev/null || true
   wait 2>/dev/null || true
@@ -60,7 +66,7 @@ start=$SECONDS
 state=$FLAKE_DIR/state
 echo "starting" >"$state"
 label="${PKG:-the suite minus: $SLOW}"
-echo "flake: $N run(s) of ${#pkgs[@]} package(s) ($label)${RUN:+, -run $RUN}, -race -count=1, $HOG CPU hog(s); logs in $FLAKE_DIR" >&2
+echo "flake: $N run(s) of ${#pkgs[@]} package(s) ($label)${RUN:+, -run $RUN}${SKIP:+, -skip $SKIP}, -race -count=1, $HOG CPU hog(s); logs in $FLAKE_DIR" >&2
 
 # Compile first (not timed as a run) so a cold build's minutes do not count
 # against the first run, and the hog does not slow the build. -c builds
@@ -92,7 +98,12 @@ for ((i = 1; i <= N; i++)); do
   t0=$SECONDS
   log=$FLAKE_DIR/run-$i.json
   rc=0
-  go test -json -race -count=1 -timeout "$TIMEOUT" ${RUN:+-run "$RUN"} "${pkgs[@]}" >"$log" 2>"$FLAKE_DIR/run-$i.stderr" || rc=$?
+  # In the background and waited for, so a signal stops us at once.
+  setsid go test -json -race -count=1 -timeout "$TIMEOUT" ${RUN:+-run "$RUN"} ${SKIP:+-skip "$SKIP"} "${pkgs[@]}" \
+    >"$log" 2>"$FLAKE_DIR/run-$i.stderr" &
+  gotest=$!
+  wait "$gotest" || rc=$?
+  gotest=""
   times+=($((SECONDS - t0)))
   # The log as go test would print it, for reading.
   jq -rj 'select(.Action == "output") | .Output' "$log" >"$FLAKE_DIR/run-$i.txt" 2>/dev/null || true
@@ -116,7 +127,7 @@ for ((i = 1; i <= N; i++)); do
   fi
 done
 
-echo "flake: summary: $N run(s) of ${#pkgs[@]} package(s) ($label)${RUN:+, -run $RUN} with $HOG CPU hog(s)" >&2
+echo "flake: summary: $N run(s) of ${#pkgs[@]} package(s) ($label)${RUN:+, -run $RUN}${SKIP:+, -skip $SKIP} with $HOG CPU hog(s)" >&2
 echo "flake: runs failed: $failed_runs of $N; time per run (s): ${times[*]}; total $((SECONDS - start)) s" >&2
 if [[ -s $fails ]]; then
   echo "flake: failures by test (runs failed of $N):" >&2
