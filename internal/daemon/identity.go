@@ -87,7 +87,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 			return err
 		}
 	}
-	if err := checkIdentityState(d.cfg); err != nil {
+	if err := checkIdentityState(d.cfg, false); err != nil {
 		return err
 	}
 	authority, err := identity.LoadCA(identity.CAOptions{Dir: d.cfg.CADir(), Plugged: d.cfg.CACertsDir != "", Organization: mesh.GetTrustDomain()})
@@ -158,11 +158,14 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 // from, before anything is created: the state directory's permissions; no
 // new self-signed root where one was in use (identity.CheckCAPresent); a
 // tokens.json that parses (else the first VM to join would find out).
-func checkIdentityState(cfg Config) error {
+// With cluster, a missing CA is not checked: a replica that shares the
+// cluster's trust takes the cluster's CA at start (trust.go), which
+// check-config, offline, cannot know.
+func checkIdentityState(cfg Config, cluster bool) error {
 	if err := identity.CheckStateDir(cfg.StateDir); err != nil {
 		return err
 	}
-	if cfg.CACertsDir == "" {
+	if cfg.CACertsDir == "" && !cluster {
 		if err := identity.CheckCAPresent(cfg.StateDir, cfg.CADir()); err != nil {
 			return err
 		}
@@ -178,7 +181,7 @@ func checkCA(cfg Config) error {
 	if cfg.TLSAddr == "" {
 		return nil
 	}
-	if err := checkIdentityState(cfg); err != nil {
+	if err := checkIdentityState(cfg, cfg.Cluster.Enabled() && cfg.Cluster.KeyFile != ""); err != nil {
 		return err
 	}
 	if cfg.CACertsDir == "" {

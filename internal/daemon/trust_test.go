@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"net/url"
 	"os"
@@ -176,4 +177,50 @@ func TestReplicasShareTrust(t *testing.T) {
 			t.Errorf("%s accepted a token revoked on cp-b", r.Cluster().Name())
 		}
 	}
+}
+
+// TestReplicaTakesClusterCA: a replica whose CA was lost (its state
+// directory holds spent join tokens, so alone it is refused:
+// TestCAMissingRefused) takes the cluster's CA when it shares the
+// cluster's trust, instead of making a new root or refusing.
+func TestReplicaTakesClusterCA(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startTrustReplica(t, "cp-a", keyFile)
+	cfg := identityConfig(t)
+	cfg.Cluster = ClusterConfig{Name: "cp-b", Bind: "127.0.0.1:0", Seeds: []string{a.Cluster().Addr()}, KeyFile: keyFile}
+	store := &identity.TokenStore{Dir: filepath.Join(cfg.StateDir, "tokens")}
+	tok, _, err := store.Create(identity.TokenSpec{Namespace: "default", ServiceAccount: "vm", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Use(tok); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := CheckConfig(append(checkConfigArgs(cfg, true), "--config", writeClusterConfig(t, cfg))); err != nil {
+		t.Errorf("check-config of a replica that will take the cluster's CA: %v", err)
+	}
+	runDaemon(t, cfg)
+	want, _ := os.ReadFile(filepath.Join(a.cfg.StateDir, "ca", identity.RootCertFile))
+	got, err := os.ReadFile(filepath.Join(cfg.StateDir, "ca", identity.RootCertFile))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("cp-b's root after the start is not the cluster's: %v", err)
+	}
+}
+
+// writeClusterConfig writes cfg's cluster: block as a config file (the
+// cluster is not a flag).
+func writeClusterConfig(t *testing.T, cfg Config) string {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"cluster": cfg.Cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "baremesh.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
