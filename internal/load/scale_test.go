@@ -152,14 +152,14 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	))
 	cpu3, client3, tot3 := d.cpu(), clientCPU(), f.Totals()
 	endPhase = phaseProfile(b, d, mode, "newsvc", 6)
-	scrapes := scrapeDuring(d.http)
+	scrapes, probes := scrapeDuring(d.http, "/metrics"), scrapeDuring(d.http, "/healthz")
 	start = time.Now()
 	writeFile(b, d.conf, n+".yaml", serviceEntry(n, svcAddrs(services)...))
 	if err := w.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s new service: %w", mode, err)
 	}
-	metricsLat := scrapes()
-	b.Logf("%s: /metrics during the full push: %v", mode, metricsLat)
+	metricsLat, healthLat := scrapes(), probes()
+	b.Logf("%s: during the full push: /metrics %v; /healthz %v", mode, metricsLat, healthLat)
 	newSvc := w.Latencies(start).Percentiles()
 	newSvcCPU := d.cpu() - cpu3
 	sent := f.Totals()
@@ -187,24 +187,26 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	add(1000*newSvcCPU/float64(proxies), "newsvc-cpu-ms/proxy")
 	add(editCPU, "edit-cpu-s")
 	add(float64(metricsLat.Max.Milliseconds()), "metrics-max-ms")
+	add(float64(healthLat.Max.Milliseconds()), "healthz-max-ms")
 	add(mb(perProxy)/float64(proxies), "MB/proxy")
 	return res, nil
 }
 
 func mb(n int64) float64 { return float64(n) / (1 << 20) }
 
-// scrapeDuring fetches the daemon's /metrics, as Prometheus would, one
-// scrape after another (at least 100 ms apart) until the returned
-// function is called, which returns the scrapes' latencies (issue #30:
-// at most 100 ms during a full push).
-func scrapeDuring(httpAddr string) func() Summary {
+// scrapeDuring fetches the daemon's path (/metrics, as Prometheus
+// would), one fetch after another (at least 100 ms apart), until the
+// returned function is called, which returns the fetches' latencies
+// (issue #30: /metrics at most 100 ms during a full push; /healthz beside
+// it tells the handler's cost from the wait for a CPU).
+func scrapeDuring(httpAddr, path string) func() Summary {
 	stop, done := make(chan struct{}), make(chan Summary)
 	go func() {
 		var lat Latencies
 		client := &http.Client{Timeout: 30 * time.Second}
 		for {
 			start := time.Now()
-			if resp, err := client.Get("http://" + httpAddr + "/metrics"); err == nil {
+			if resp, err := client.Get("http://" + httpAddr + path); err == nil {
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				lat = append(lat, time.Since(start))
