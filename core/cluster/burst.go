@@ -66,9 +66,9 @@ func (t *Table) burstSync() {
 		// The members' addresses as the membership events gave them
 		// (reading memberlist's own node records races with its updates).
 		t.failedMu.Lock()
-		addrs := make([]string, 0, len(t.addrs))
-		for _, a := range t.addrs {
-			addrs = append(addrs, a)
+		addrs := make([]string, 0, len(t.members))
+		for _, n := range t.members {
+			addrs = append(addrs, n.Address())
 		}
 		t.failedMu.Unlock()
 		if len(addrs) == 0 {

@@ -99,7 +99,9 @@ func (t *Table) alive() map[string]bool {
 	return out
 }
 
-// rejoin joins the seeds and the members that went away again every Rejoin while they are missing: memberlist does not
+// rejoin sends the shared values to every member when asked and every
+// Rejoin, and joins the seeds and the members that went away again every
+// Rejoin while they are missing: memberlist does not
 // go back to a member it declared dead, so without this a healed
 // partition would stay two clusters.
 func (t *Table) rejoin() {
@@ -110,7 +112,11 @@ func (t *Table) rejoin() {
 		select {
 		case <-t.stop:
 			return
+		case <-t.shareKick:
+			t.sendShared()
+			continue
 		case <-tick.C:
+			t.sendShared() // anti-entropy of the shared values
 		}
 		t.failedMu.Lock()
 		var addrs []string
@@ -176,19 +182,19 @@ func (d delegate) GetBroadcasts(overhead, limit int) [][]byte {
 	return msgs
 }
 
-// LocalState is the whole table, tombstones included, for push-pull.
+// LocalState is the whole table of records, tombstones included, for
+// push-pull.
 func (d delegate) LocalState(bool) []byte {
 	d.t.mu.Lock()
 	rs := make([]Record, 0, len(d.t.recs))
 	for _, r := range d.t.recs {
 		rs = append(rs, r)
 	}
-	ss := make([]Shared, 0, len(d.t.shared))
-	for _, s := range d.t.shared {
-		ss = append(ss, s)
-	}
 	d.t.mu.Unlock()
-	msg := encodeFullState(rs, ss)
+	// Records only, in the previous release's format (shared values go
+	// by their own messages, shared.go), so replicas of both releases
+	// keep their anti-entropy during an upgrade.
+	msg := encodeState(rs)
 	d.t.o.Metrics.sent("pushpull", len(msg))
 	return msg
 }
@@ -223,9 +229,10 @@ func (e events) NotifyJoin(n *memberlist.Node) {
 	e.t.failedMu.Lock()
 	delete(e.t.failed, n.Name)
 	if n.Name != e.t.name {
-		e.t.addrs[n.Name] = n.Address()
+		e.t.members[n.Name] = *n
 	}
 	e.t.failedMu.Unlock()
+	e.t.shareSoon() // the newcomer gets the shared values (shared.go)
 	e.t.o.Logger.Info("member joined", "member", n.Name, "addr", n.Address())
 	e.kick()
 }
@@ -237,7 +244,7 @@ func (e events) NotifyLeave(n *memberlist.Node) {
 	// good costs one refused dial per Rejoin.
 	e.t.failedMu.Lock()
 	e.t.failed[n.Name] = failedMember{addr: n.Address(), at: time.Now()}
-	delete(e.t.addrs, n.Name)
+	delete(e.t.members, n.Name)
 	e.t.failedMu.Unlock()
 	e.t.o.Logger.Warn("member gone", "member", n.Name, "addr", n.Address())
 	// Until memberlist stops gossiping to it, changes are also synced
@@ -250,8 +257,8 @@ func (e events) NotifyLeave(n *memberlist.Node) {
 
 func (e events) NotifyUpdate(n *memberlist.Node) {
 	e.t.failedMu.Lock()
-	if _, ok := e.t.addrs[n.Name]; ok {
-		e.t.addrs[n.Name] = n.Address()
+	if _, ok := e.t.members[n.Name]; ok {
+		e.t.members[n.Name] = *n
 	}
 	e.t.failedMu.Unlock()
 }

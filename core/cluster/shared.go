@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // Shared is a value every replica holds besides the registrations: the
@@ -35,7 +38,8 @@ func (a Shared) newer(b Shared) bool {
 // it did.
 // It is gossiped and, since a value may not fit a gossip packet (a CA
 // bundle) and must reach every replica within seconds (a revocation),
-// also pushed to the live members at once (burst.go's sync).
+// every shared value is also sent to every live member at once over TCP
+// (sendShared), as it is every Rejoin and to a member that joins.
 func (t *Table) Publish(key string, version int64, value []byte) bool {
 	s := Shared{Key: key, Version: version, Origin: t.name, Value: value}
 	t.mu.Lock()
@@ -45,7 +49,7 @@ func (t *Table) Publish(key string, version int64, value []byte) bool {
 	}
 	t.mu.Unlock()
 	if ok && t.ml != nil {
-		t.syncSoon()
+		t.shareSoon()
 	}
 	return ok
 }
@@ -90,12 +94,56 @@ func (t *Table) mergeSharedLocked(s Shared, gossip bool) bool {
 	return true
 }
 
-// fullState is a push-pull with shared values (msgStateShared); without
-// any, the table is sent as msgState, which replicas of the previous
-// release read.
+// fullState is every shared value, as sendShared sends it
+// (msgStateShared); Records is there for a later use and empty now.
 type fullState struct {
 	Records []Record `json:"r"`
 	Shared  []Shared `json:"s"`
+}
+
+// shareSoon wakes sendShared (in the rejoin loop).
+func (t *Table) shareSoon() {
+	select {
+	case t.shareKick <- struct{}{}:
+	default:
+	}
+}
+
+// sendShared sends every shared value to every live member, each over
+// its own TCP stream at once (memberlist's SendReliable: no size limit,
+// delivered or an error); a replica of the previous release drops the
+// message as of an unknown kind. Push-pull does not carry them (see
+// LocalState).
+func (t *Table) sendShared() {
+	t.mu.Lock()
+	ss := make([]Shared, 0, len(t.shared))
+	for _, s := range t.shared {
+		ss = append(ss, s)
+	}
+	t.mu.Unlock()
+	if len(ss) == 0 {
+		return
+	}
+	msg := encodeFullState(nil, ss)
+	t.failedMu.Lock()
+	nodes := make([]memberlist.Node, 0, len(t.members))
+	for _, n := range t.members {
+		nodes = append(nodes, n)
+	}
+	t.failedMu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.ml.SendReliable(&n, msg); err != nil {
+				t.o.Logger.Debug("shared values not sent", "member", n.Name, "err", err)
+				return
+			}
+			t.o.Metrics.sent("shared", len(msg))
+		}()
+	}
+	wg.Wait()
 }
 
 func encodeShared(s Shared) []byte {
@@ -106,9 +154,6 @@ func encodeShared(s Shared) []byte {
 }
 
 func encodeFullState(rs []Record, ss []Shared) []byte {
-	if len(ss) == 0 {
-		return encodeState(rs)
-	}
 	var b bytes.Buffer
 	b.WriteByte(msgStateShared)
 	_ = json.NewEncoder(&b).Encode(fullState{Records: rs, Shared: ss})

@@ -11,7 +11,8 @@ import (
 // TestSharedValues: a value published on one replica, too big for a
 // gossip packet (a CA bundle), reaches the others within seconds and a
 // replica that joins later; an older version does not replace it; the
-// same version from two replicas resolves the same way everywhere.
+// same version from two replicas resolves the same way everywhere; the
+// push-pull state keeps the previous release's format.
 func TestSharedValues(t *testing.T) {
 	n := three(t)
 	a, b, c := n.nodes["a"], n.nodes["b"], n.nodes["c"]
@@ -40,5 +41,10 @@ func TestSharedValues(t *testing.T) {
 	}
 	if got := d.SharedValues("tok/"); len(got) != 1 || got[0].Key != "tok/x" {
 		t.Errorf("d's tok/ values: %+v", got)
+	}
+	// Push-pull stays in the previous release's format (records only), so
+	// a replica of that release keeps its anti-entropy in a mixed cluster.
+	if st := (delegate{a.Table}).LocalState(false); st[0] != msgState {
+		t.Errorf("push-pull state is of kind %d, want %d (the previous release's)", st[0], msgState)
 	}
 }

@@ -83,10 +83,13 @@ type Table struct {
 	queue    *memberlist.TransmitLimitedQueue
 	failedMu sync.Mutex
 	failed   map[string]failedMember // gone members' addresses, to rejoin
-	// addrs are the other live members' addresses, from the membership
-	// events (burst.go syncs with them).
-	addrs map[string]string
-	kick  chan struct{}
+	// members are the other live members as the membership events gave
+	// them (copies: memberlist's own records change under its lock);
+	// burst.go and shared.go sync with them.
+	members map[string]memberlist.Node
+	// shareKick asks for the shared values to be sent to every member.
+	shareKick chan struct{}
+	kick      chan struct{}
 	// queued counts broadcasts queued (under mu); burst wakes the
 	// burst sync (burst.go).
 	queued uint64
@@ -131,8 +134,9 @@ func New(o Options) (*Table, error) {
 		return nil, errors.New("cluster: a replica name is required")
 	}
 	t := &Table{o: o, name: o.Name, recs: map[string]Record{}, local: map[string]*held{}, shared: map[string]Shared{},
-		seenAt: map[string]time.Time{}, failed: map[string]failedMember{}, addrs: map[string]string{},
-		kick: make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{})}
+		seenAt: map[string]time.Time{}, failed: map[string]failedMember{}, members: map[string]memberlist.Node{},
+		shareKick: make(chan struct{}, 1),
+		kick:      make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{})}
 	t.wake = sync.NewCond(&t.mu)
 	if o.Bind != "" {
 		if err := t.startGossip(); err != nil {
