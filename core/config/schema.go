@@ -47,6 +47,7 @@ const (
 	TCPRoute          Kind = "TCPRoute"
 	TLSRoute          Kind = "TLSRoute"
 	ReferenceGrant    Kind = "ReferenceGrant"
+	BackendTLSPolicy  Kind = "BackendTLSPolicy"
 )
 
 // Group names.
@@ -150,6 +151,7 @@ var registry = func() map[Kind]*Schema {
 		{Kind: TCPRoute, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha2"}, New: newStruct, Validate: validateTCPRoute},
 		{Kind: TLSRoute, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha3", "v1alpha2"}, New: newStruct, Validate: validateTLSRoute},
 		{Kind: ReferenceGrant, Group: GatewayAPIGroup, Versions: []string{"v1beta1", "v1", "v1alpha2"}, New: newStruct, Validate: validateReferenceGrant},
+		{Kind: BackendTLSPolicy, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha3"}, New: newStruct, Validate: validateBackendTLSPolicy},
 	}
 	m := make(map[Kind]*Schema, len(all))
 	for _, s := range all {

@@ -455,3 +455,49 @@ func validateReferenceGrant(c *Config) Errors {
 	}
 	return errs
 }
+
+func validateBackendTLSPolicy(c *Config) Errors {
+	var errs Errors
+	var s gwapi.BackendTLSPolicySpec
+	if !decodeInto(&errs, c, &s) {
+		return errs
+	}
+	if len(s.TargetRefs) == 0 {
+		errs.Add("spec.targetRefs", "at least one target is required")
+	}
+	for i, t := range s.TargetRefs {
+		f := idx("spec.targetRefs", i)
+		if t.Kind == "" {
+			errs.Add(f+".kind", "required")
+		}
+		if t.Name == "" {
+			errs.Add(f+".name", "required")
+		}
+	}
+	v := s.Validation
+	switch {
+	case v.Hostname == "":
+		errs.Add("spec.validation.hostname", "required")
+	case strings.HasPrefix(v.Hostname, "*") || isIP(v.Hostname):
+		errs.Add("spec.validation.hostname", "%q is not a precise hostname", v.Hostname)
+	}
+	if (len(v.CACertificateRefs) == 0) == (v.WellKnownCACertificates == nil) {
+		errs.Add("spec.validation", "exactly one of caCertificateRefs and wellKnownCACertificates must be set")
+	}
+	for i, san := range v.SubjectAltNames {
+		f := idx("spec.validation.subjectAltNames", i)
+		switch san.Type {
+		case "Hostname":
+			if san.Hostname == "" || san.URI != "" {
+				errs.Add(f, "type Hostname needs hostname (only)")
+			}
+		case "URI":
+			if san.URI == "" || san.Hostname != "" {
+				errs.Add(f, "type URI needs uri (only)")
+			}
+		default:
+			errs.Add(f+".type", "unknown type %q (Hostname or URI)", san.Type)
+		}
+	}
+	return errs
+}

@@ -60,7 +60,7 @@ spec:
   - filters:
     - type: CORS
       cors:
-        allowOrigins: ["https://exact.example.com", "https://pre*", "https://*.example.com"]
+        allowOrigins: ["https://exact.example.com", "https://*", "https://*.example.com"]
         allowCredentials: true
         allowMethods: [GET, POST]
         allowHeaders: [x-a]
@@ -80,7 +80,7 @@ spec:
 	}
 	want := []string{
 		`{"allowOrigins":[{"regex":"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/\\s?#]+$"}],"maxAge":"60s","unmatchedPreflights":"IGNORE"}`,
-		`{"allowOrigins":[{"exact":"https://exact.example.com"},{"prefix":"https://pre"},{"regex":"^https://.*\\.example\\.com$"}],"allowMethods":["GET","POST"],"allowHeaders":["x-a"],"exposeHeaders":["x-b"],"maxAge":"5s","allowCredentials":true,"unmatchedPreflights":"IGNORE"}`,
+		`{"allowOrigins":[{"exact":"https://exact.example.com"},{"prefix":"https://"},{"regex":"^https://.*\\.example\\.com$"}],"allowMethods":["GET","POST"],"allowHeaders":["x-a"],"exposeHeaders":["x-b"],"maxAge":"5s","allowCredentials":true,"unmatchedPreflights":"IGNORE"}`,
 	}
 	for i, hr := range http {
 		if got := jsMsg(t, hr.GetCorsPolicy()); got != want[i] {

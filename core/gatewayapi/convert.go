@@ -51,6 +51,8 @@ const (
 // lists them and are not altered.
 type Input struct {
 	Classes, Gateways, HTTPRoutes, GRPCRoutes, TCPRoutes, TLSRoutes, Grants []config.Config
+	// BackendTLSPolicies become DestinationRules.
+	BackendTLSPolicies []config.Config
 	// ServiceEntries resolve ServiceEntry parents and Hostname backends.
 	ServiceEntries []config.Config
 	// HasService reports whether a service of hostname exists in
@@ -68,6 +70,8 @@ type Input struct {
 type Output struct {
 	Gateways        []config.Config
 	VirtualServices []config.Config
+	// DestinationRules are the BackendTLSPolicies'.
+	DestinationRules []config.Config
 	// Status of every Gateway API object, by key.
 	Status map[config.Key]*Status
 	// Cache is for the next conversion's Input.
@@ -89,6 +93,7 @@ func Convert(in Input) *Output {
 	c.httpRoutes(config.GRPCRoute, in.GRPCRoutes)
 	c.l4Routes(config.TCPRoute, in.TCPRoutes)
 	c.l4Routes(config.TLSRoute, in.TLSRoutes)
+	c.backendTLSPolicies()
 	c.finish()
 	return c.out
 }

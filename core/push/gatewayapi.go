@@ -12,7 +12,7 @@ import (
 // Gateways and VirtualServices when a snapshot is built.
 var gatewayAPIKinds = []config.Kind{
 	config.GatewayClass, config.KubernetesGateway, config.HTTPRoute, config.GRPCRoute,
-	config.TCPRoute, config.TLSRoute, config.ReferenceGrant,
+	config.TCPRoute, config.TLSRoute, config.ReferenceGrant, config.BackendTLSPolicy,
 }
 
 // gatewayAPIState is a snapshot's conversion: its output and the
@@ -27,7 +27,8 @@ type gatewayAPIState struct {
 // pc's Gateways and VirtualServices, converting again only when an input
 // changed (a Gateway API kind, the services, the ServiceEntries).
 func (pc *PushContext) convertGatewayAPI(prev *PushContext, changed *Changed) {
-	raw := map[config.Kind]*kindIndex{config.Gateway: pc.kinds[config.Gateway], config.VirtualService: pc.kinds[config.VirtualService]}
+	raw := map[config.Kind]*kindIndex{config.Gateway: pc.kinds[config.Gateway], config.VirtualService: pc.kinds[config.VirtualService],
+		config.DestinationRule: pc.kinds[config.DestinationRule]}
 	var prevState *gatewayAPIState
 	if prev != nil {
 		prevState = prev.gatewayAPI
@@ -55,7 +56,8 @@ func (pc *PushContext) convertGatewayAPI(prev *PushContext, changed *Changed) {
 			HTTPRoutes: pc.Configs(config.HTTPRoute), GRPCRoutes: pc.Configs(config.GRPCRoute),
 			TCPRoutes: pc.Configs(config.TCPRoute), TLSRoutes: pc.Configs(config.TLSRoute),
 			Grants: pc.Configs(config.ReferenceGrant), ServiceEntries: pc.Configs(config.ServiceEntry),
-			HasService: func(host, _ string) bool { return len(pc.services.byHost[host]) > 0 },
+			BackendTLSPolicies: pc.Configs(config.BackendTLSPolicy),
+			HasService:         func(host, _ string) bool { return len(pc.services.byHost[host]) > 0 },
 		})
 	} else {
 		out = prevState.out
@@ -63,6 +65,7 @@ func (pc *PushContext) convertGatewayAPI(prev *PushContext, changed *Changed) {
 	pc.gatewayAPI = &gatewayAPIState{out: out, raw: raw}
 	pc.kinds[config.Gateway] = mergeIndex(raw[config.Gateway], out.Gateways)
 	pc.kinds[config.VirtualService] = mergeIndex(raw[config.VirtualService], out.VirtualServices)
+	pc.kinds[config.DestinationRule] = mergeIndex(raw[config.DestinationRule], out.DestinationRules)
 }
 
 // mergeIndex is ix with extra added (ix itself when extra is empty).

@@ -1,6 +1,6 @@
 // Package gwapi holds the specs of the Kubernetes Gateway API kinds
 // (gateway.networking.k8s.io: GatewayClass, Gateway, HTTPRoute, GRPCRoute,
-// TCPRoute, TLSRoute, ReferenceGrant) as plain Go structs with the API's
+// TCPRoute, TLSRoute, ReferenceGrant, BackendTLSPolicy) as plain Go structs with the API's
 // JSON names, as of Gateway API v1.6.
 //
 // They are our own copies, not sigs.k8s.io/gateway-api's: that module
@@ -330,6 +330,45 @@ type ReferenceGrantTo struct {
 	Group string  `json:"group"`
 	Kind  string  `json:"kind"`
 	Name  *string `json:"name,omitempty"`
+}
+
+// BackendTLSPolicySpec is a BackendTLSPolicy's spec: how proxies
+// originate TLS to the targeted services.
+type BackendTLSPolicySpec struct {
+	TargetRefs []PolicyTargetReference `json:"targetRefs,omitempty"`
+	Validation BackendTLSValidation    `json:"validation"`
+	Options    map[string]string       `json:"options,omitempty"`
+}
+
+// PolicyTargetReference is a policy's target in its own namespace
+// (LocalPolicyTargetReferenceWithSectionName).
+type PolicyTargetReference struct {
+	Group       string  `json:"group"`
+	Kind        string  `json:"kind"`
+	Name        string  `json:"name"`
+	SectionName *string `json:"sectionName,omitempty"`
+}
+
+// BackendTLSValidation is how the backend's certificate is checked.
+type BackendTLSValidation struct {
+	CACertificateRefs       []LocalObjectReference `json:"caCertificateRefs,omitempty"`
+	WellKnownCACertificates *string                `json:"wellKnownCACertificates,omitempty"`
+	Hostname                string                 `json:"hostname"`
+	SubjectAltNames         []SubjectAltName       `json:"subjectAltNames,omitempty"`
+}
+
+// LocalObjectReference names an object in the referrer's namespace.
+type LocalObjectReference struct {
+	Group string `json:"group"`
+	Kind  string `json:"kind"`
+	Name  string `json:"name"`
+}
+
+// SubjectAltName is one accepted name of the backend's certificate.
+type SubjectAltName struct {
+	Type     string `json:"type"`
+	Hostname string `json:"hostname,omitempty"`
+	URI      string `json:"uri,omitempty"`
 }
 
 // Deref returns *p, or def when p is nil.
