@@ -18,7 +18,8 @@ import (
 // policy's namespace): mode SIMPLE, the validation hostname as SNI, the
 // subject alt names, and the CA: none for wellKnownCACertificates
 // System (the proxy's system roots), "configmap://<ns>/<name>" for a
-// ConfigMap (baremesh's credentials resolve it by name). Where two
+// ConfigMap, as istiod names it (baremesh's credentials do not serve
+// that name yet: such a policy fails closed, never unverified). Where two
 // policies target the same service (and section), the older wins (then
 // the lower name), as istiod; a sectionName makes the settings
 // port-level, on the port of that name.
