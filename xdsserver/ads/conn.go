@@ -28,7 +28,7 @@ import (
 type conn struct {
 	id        string
 	s         *Server
-	proxy     *gen.Proxy
+	proxy     *model.Proxy
 	peer      string
 	connected time.Time
 	// v is the protocol variant (sotw or delta) answering on this stream.

@@ -11,7 +11,6 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -185,7 +184,7 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // record per push per such proxy (RSS +37% in 30 minutes).
 func TestSLOPendingIsBounded(t *testing.T) {
 	tr := newSLOTracker(time.Second, nil)
-	c := &conn{proxy: &gen.Proxy{ID: "sidecar~10.0.0.1~never-acks.ns~ns.svc.cluster.local"}}
+	c := &conn{proxy: &model.Proxy{ID: "sidecar~10.0.0.1~never-acks.ns~ns.svc.cluster.local"}}
 	tr.connected(c)
 	for range 1000 {
 		tr.enqueued(c, &pushRecord{}, time.Now())

@@ -3,7 +3,7 @@ package ads
 import (
 	"slices"
 
-	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -18,7 +18,7 @@ type Subscription struct {
 // dry runs that regenerate its config (xdsserver/dryrun).
 type Subscriber struct {
 	Conn  string
-	Proxy *gen.Proxy // shared with the connection; must not be altered
+	Proxy *model.Proxy // shared with the connection; must not be altered
 	Subs  []Subscription
 }
 

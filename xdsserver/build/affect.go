@@ -1,11 +1,9 @@
 package build
 
 import (
-
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -17,7 +15,7 @@ import (
 // regenerates only the types that kind feeds (xdstype's Affects).
 // Anything it cannot judge (a removed service, the mesh config, a kind no
 // type lists) affects everything.
-func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *push.Request) map[*xdstype.Type]bool {
+func Affected(types []*xdstype.Type, pc *push.PushContext, p *model.Proxy, req *push.Request) map[*xdstype.Type]bool {
 	out := map[*xdstype.Type]bool{}
 	all := func() map[*xdstype.Type]bool {
 		for _, t := range types {
@@ -28,7 +26,7 @@ func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *pu
 	if req != nil && req.Reasons.Has(push.ReasonCredentials) {
 		// Credentials reach gateways only (their LDS leaves out servers
 		// whose credential cannot be served, and their SDS).
-		if p.Type == gen.Router {
+		if p.Type == model.Router {
 			return all()
 		}
 		if len(req.Configs)+len(req.Services) == 0 && !req.Reasons.Global() {
@@ -76,8 +74,8 @@ func Affected(types []*xdstype.Type, pc *push.PushContext, p *gen.Proxy, req *pu
 
 // reaches reports whether a change of config k with reach r can affect
 // proxy p.
-func reaches(r xdstype.Reach, pc *push.PushContext, p *gen.Proxy, k config.Key, req *push.Request) bool {
-	router := p.Type == gen.Router
+func reaches(r xdstype.Reach, pc *push.PushContext, p *model.Proxy, k config.Key, req *push.Request) bool {
+	router := p.Type == model.Router
 	switch r {
 	case xdstype.Everyone:
 		return true

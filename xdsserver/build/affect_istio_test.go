@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -17,7 +17,7 @@ import (
 // Istio config type.
 func TestAffectedIstioConfigTypes(t *testing.T) {
 	pc := snapshotOf(t)
-	p := &gen.Proxy{Type: gen.SidecarProxy, Namespace: "istio-system"}
+	p := &model.Proxy{Type: model.SidecarProxy, Namespace: "istio-system"}
 	for _, tc := range []struct {
 		kind config.Kind
 		want []string

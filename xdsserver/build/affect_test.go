@@ -10,7 +10,6 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -35,16 +34,16 @@ spec:
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: DNS
 `)
-	sidecarA := &gen.Proxy{Type: gen.SidecarProxy, Namespace: "a"}
-	sidecarB := &gen.Proxy{Type: gen.SidecarProxy, Namespace: "b"}
-	router := &gen.Proxy{Type: gen.Router, Namespace: "b"}
+	sidecarA := &model.Proxy{Type: model.SidecarProxy, Namespace: "a"}
+	sidecarB := &model.Proxy{Type: model.SidecarProxy, Namespace: "b"}
+	router := &model.Proxy{Type: model.Router, Namespace: "b"}
 	key := func(kind config.Kind, ns, name string) config.Key {
 		return config.Key{Kind: kind, Namespace: ns, Name: name}
 	}
 	vs := key(config.VirtualService, "b", "vs")
 	cases := []struct {
 		name  string
-		proxy *gen.Proxy
+		proxy *model.Proxy
 		req   *push.Request
 		want  []string
 	}{

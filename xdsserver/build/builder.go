@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/mem"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/wire"
@@ -76,7 +77,7 @@ func New(opts Options) *Builder {
 // if not nil, is the shared subscription list names is (not a part of
 // it). joined, when not nil, gives the whole result framed as one
 // buffer. The result is sorted by name, shared, and must not be altered.
-func (b *Builder) Build(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string, list *wire.NameList, req *push.Request) (res []*wire.Resource, joined func() mem.Buffer, err error) {
+func (b *Builder) Build(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string, list *wire.NameList, req *push.Request) (res []*wire.Resource, joined func() mem.Buffer, err error) {
 	start := time.Now()
 	b.sem <- struct{}{}
 	defer func() {

@@ -9,6 +9,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/wire"
@@ -25,7 +26,7 @@ type edsKey struct {
 	cluster   string
 	push      uint64
 	endpoints uint64
-	nodeType  gen.NodeType
+	nodeType  model.NodeType
 	namespace string
 	dnsDomain string
 	labels    string // canonical k=v,… form
@@ -43,7 +44,7 @@ type edsInput struct {
 
 // baseEDSKey holds the proxy's part of every edsKey; forCluster fills in
 // the rest.
-func baseEDSKey(pc *push.PushContext, p *gen.Proxy) edsKey {
+func baseEDSKey(pc *push.PushContext, p *model.Proxy) edsKey {
 	k := edsKey{push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
 		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless}
 	if l := p.Locality; l != nil {
@@ -64,8 +65,8 @@ func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
 
 // proxy is the proxy a cached EDS generation sees: the key's fields and
 // nothing else.
-func (k edsKey) proxy() *gen.Proxy {
-	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
+func (k edsKey) proxy() *model.Proxy {
+	p := &model.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
 		Labels: parseLabels(k.labels), Proxyless: k.proxyless, Metadata: map[string]string{}}
 	if k.locality != "" {
 		parts := strings.SplitN(k.locality, "/", 3)
@@ -206,7 +207,7 @@ func (c *edsCache) put(k edsKey, e *wire.Resource) {
 // generations read the same endpoints. A whole subscription (list not
 // nil) is looked up as one; the result is shared and must not be
 // altered.
-func (b *Builder) buildPerName(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string, list *wire.NameList) ([]*wire.Resource, error) {
+func (b *Builder) buildPerName(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string, list *wire.NameList) ([]*wire.Resource, error) {
 	cache := b.eds
 	base := baseEDSKey(pc, p)
 	lk := edsListKey{base: base, list: list, endpoints: pc.Endpoints.Generation()}
@@ -259,7 +260,7 @@ var wildcardList = &wire.NameList{}
 // once per stream. A client may ask EDS for everything; before, each such
 // stream regenerated and held every CLA on every push (100 streams beside
 // a 50,000-endpoint service: 100 generations of it per push, issue #30).
-func (b *Builder) buildWildcard(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy) ([]*wire.Resource, error) {
+func (b *Builder) buildWildcard(pc *push.PushContext, t *xdstype.Type, p *model.Proxy) ([]*wire.Resource, error) {
 	base := baseEDSKey(pc, p)
 	lk := edsListKey{base: base, list: wildcardList, endpoints: pc.Endpoints.Generation()}
 	if cached, ok := b.eds.getList(lk); ok {

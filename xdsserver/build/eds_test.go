@@ -32,7 +32,7 @@ func TestEDSListCacheAssert(t *testing.T) {
 	list := (&wire.Lists{}).Get(wire.NamesHash(names), names)
 	build := func(id string) {
 		t.Helper()
-		p := &gen.Proxy{ID: id, Type: gen.SidecarProxy, Namespace: "ns", Labels: map[string]string{}}
+		p := &model.Proxy{ID: id, Type: model.SidecarProxy, Namespace: "ns", Labels: map[string]string{}}
 		if _, _, err := b.Build(pc, typ, p, list.Names, list, nil); err != nil {
 			t.Fatal(err)
 		}

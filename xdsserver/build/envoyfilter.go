@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/xdsserver/envoyfilter"
@@ -139,7 +140,7 @@ func (b *Builder) patch(t *xdstype.Type, in gen.Input, res []gen.Resource) []gen
 
 // envoyFilterMeta is the part of p's node metadata that some EnvoyFilter
 // match of pc reads (shapeKey.efMeta): key, NUL, value, NUL, in key order.
-func (b *Builder) envoyFilterMeta(pc *push.PushContext, p *gen.Proxy) string {
+func (b *Builder) envoyFilterMeta(pc *push.PushContext, p *model.Proxy) string {
 	if len(pc.Configs(config.EnvoyFilter)) == 0 {
 		return ""
 	}

@@ -6,7 +6,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 
-	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
@@ -73,7 +73,7 @@ func TestEnvoyFilterMetadataInShapeKey(t *testing.T) {
 	}
 	const name = "outbound|80||svc.example.com"
 	timeout := func(id, tier string) float64 {
-		p := &gen.Proxy{ID: id, Type: gen.SidecarProxy, Namespace: "default", Labels: map[string]string{}, IstioVersion: "1.31.0",
+		p := &model.Proxy{ID: id, Type: model.SidecarProxy, Namespace: "default", Labels: map[string]string{}, IstioVersion: "1.31.0",
 			Metadata: map[string]string{"TIER": tier, "OTHER": id}}
 		res, _, err := b.Build(pc, xdstype.Cluster, p, nil, nil, nil)
 		if err != nil {

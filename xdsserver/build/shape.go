@@ -25,12 +25,12 @@ import (
 type shapeKey struct {
 	typeURL    string
 	push       uint64
-	nodeType   gen.NodeType
+	nodeType   model.NodeType
 	namespace  string
 	dnsDomain  string
 	labels     string
 	proxyless  bool
-	istioProxy bool // telemetry filters and stat names (gen.Proxy.IstioProxy)
+	istioProxy bool // telemetry filters and stat names (model.Proxy.IstioProxy)
 	// clusterID, meshID, serviceCluster: istio-proxy's tracing names them.
 	clusterID, meshID, serviceCluster string
 	istioVersion                      string
@@ -45,7 +45,7 @@ type shapeKey struct {
 	// (a gateway's listeners leave out servers whose credentials SDS
 	// will not serve it).
 	identityNS  string
-	topology    gen.GatewayTopology
+	topology    model.GatewayTopology
 	hasTopology bool
 	ips         string // only the IPs that some endpoint is at
 	endpoints   uint64 // endpoint index generation, when ips is set
@@ -56,7 +56,7 @@ type shapeKey struct {
 	efMeta string
 }
 
-func newShapeKey(pc *push.PushContext, typeURL string, p *gen.Proxy, names []string) shapeKey {
+func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []string) shapeKey {
 	k := shapeKey{typeURL: typeURL, push: pc.Version, nodeType: p.Type, namespace: p.Namespace, dnsDomain: p.DNSDomain,
 		labels: canonicalLabels(p.Labels), proxyless: p.Proxyless, istioProxy: p.IstioProxy, clusterID: p.ClusterID, meshID: p.MeshID, serviceCluster: p.ServiceCluster, istioVersion: p.IstioVersion, dnsAutoAllocate: p.DNSAutoAllocate,
 		wildcard: names == nil, interception: p.InterceptionMode}
@@ -112,8 +112,8 @@ func otelTracer(m *meshv1alpha1.MeshConfig) bool {
 }
 
 // proxy is the proxy a cached generation sees: the key's fields only.
-func (k shapeKey) proxy() *gen.Proxy {
-	p := &gen.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
+func (k shapeKey) proxy() *model.Proxy {
+	p := &model.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
 		Labels: parseLabels(k.labels), Proxyless: k.proxyless, IstioProxy: k.istioProxy, ClusterID: k.clusterID, MeshID: k.meshID, ServiceCluster: k.serviceCluster, IstioVersion: k.istioVersion, DNSAutoAllocate: k.dnsAutoAllocate,
 		Metadata: map[string]string{}}
 	if k.ips != "" {
@@ -163,7 +163,7 @@ func (e *shapeEntry) joined() mem.Buffer {
 // buildShape builds a whole LDS, CDS or RDS output through the cache. In
 // assert mode a hit is checked against a fresh generation for the real
 // proxy: a difference means the key misses an input.
-func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *gen.Proxy, names []string) ([]*wire.Resource, func() mem.Buffer, error) {
+func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string) ([]*wire.Resource, func() mem.Buffer, error) {
 	sc := b.shapes
 	k := newShapeKey(pc, t.URL, p, names)
 	k.efMeta = b.envoyFilterMeta(pc, p)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/ads"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -92,7 +93,7 @@ func Run(before, after *push.PushContext, subs []ads.Subscriber) Report {
 // EDS and RDS names its CDS and LDS reference.
 type side struct {
 	pc          *push.PushContext
-	p           *gen.Proxy
+	p           *model.Proxy
 	eds, routes []string
 	sawCDS      bool
 	sawLDS      bool

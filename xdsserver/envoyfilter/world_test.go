@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/envoyfilter"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -83,18 +84,18 @@ func buildWorld(t testing.TB, extra string) *push.PushContext {
 }
 
 // sidecar is web's sidecar; md adds node metadata.
-func sidecar(t testing.TB, md map[string]string) *gen.Proxy {
+func sidecar(t testing.TB, md map[string]string) *model.Proxy {
 	return node(t, "sidecar~10.0.0.1~web.default~default.svc.cluster.local", map[string]string{"app": "web"}, md)
 }
 
 // gateway is the ingress gateway.
-func gateway(t testing.TB) *gen.Proxy {
+func gateway(t testing.TB) *model.Proxy {
 	return node(t, "router~10.0.0.9~gw.istio-system~istio-system.svc.cluster.local", map[string]string{"istio": "ingressgateway"}, nil)
 }
 
 // node is an istio-proxy (ISTIO_VERSION 1.31.0) with labels and the
 // node metadata md.
-func node(t testing.TB, id string, labels, md map[string]string) *gen.Proxy {
+func node(t testing.TB, id string, labels, md map[string]string) *model.Proxy {
 	t.Helper()
 	meta := map[string]string{"ISTIO_VERSION": "1.31.0"}
 	for k, v := range md {
@@ -104,7 +105,7 @@ func node(t testing.TB, id string, labels, md map[string]string) *gen.Proxy {
 }
 
 // generated is every LDS, RDS and CDS resource for p, by type URL.
-func generated(t testing.TB, pc *push.PushContext, p *gen.Proxy) map[string][]gen.Resource {
+func generated(t testing.TB, pc *push.PushContext, p *model.Proxy) map[string][]gen.Resource {
 	t.Helper()
 	out := map[string][]gen.Resource{}
 	for _, ty := range []*xdstype.Type{xdstype.Listener, xdstype.Cluster} {
@@ -127,7 +128,7 @@ var shorts = map[string]string{xdstype.Listener.URL: "lds", xdstype.Route.URL: "
 // apply generates p's config in pc, applies pc's EnvoyFilters, checks
 // every output resource with ValidateAll and that the generated
 // resources were not altered.
-func apply(t testing.TB, pc *push.PushContext, p *gen.Proxy) result {
+func apply(t testing.TB, pc *push.PushContext, p *model.Proxy) result {
 	t.Helper()
 	set := envoyfilter.Compile(pc.Configs(config.EnvoyFilter), pc.Mesh.GetRootNamespace())
 	ps := set.Select(p)

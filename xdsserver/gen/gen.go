@@ -1,6 +1,6 @@
-// Package gen defines what every xDS generator shares: the Proxy a
-// generator builds for, the Input it receives and the Resource it returns,
-// and the Generator signature. One sub-package per xDS type (lds, rds,
+// Package gen defines what every xDS generator shares: the reading of a
+// proxy (core/model.Proxy) from its xDS node, the Input a generator
+// receives and the Resource it returns, and the Generator signature. One sub-package per xDS type (lds, rds,
 // cds, eds) holds the generators.
 //
 // Generators are pure: snapshot and proxy in, resources out; no I/O, no
@@ -12,13 +12,14 @@ package gen
 import (
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 )
 
 // Input is everything a generator may read.
 type Input struct {
 	Push  *push.PushContext
-	Proxy *Proxy
+	Proxy *model.Proxy
 	// Names are the resources the proxy subscribed to; empty means all
 	// (a wildcard subscription). LDS and CDS are usually wildcard for
 	// Envoy; RDS and EDS are always named; proxyless gRPC names all.

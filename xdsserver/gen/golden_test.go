@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/cds"
 	"github.com/baremesh/baremesh/xdsserver/gen/eds"
@@ -46,7 +47,7 @@ func TestGolden(t *testing.T) {
 						return res
 					}
 					ls := run("lds", lds.Generate, nil)
-					if names := gentest.SecretNames(ls); len(names) > 0 && p.Type == gen.Router { // sidecars get default and ROOTCA from their agent
+					if names := gentest.SecretNames(ls); len(names) > 0 && p.Type == model.Router { // sidecars get default and ROOTCA from their agent
 						run("sds", sds.Generate, names)
 					}
 					run("rds", rds.Generate, gentest.RouteNames(ls))

@@ -14,21 +14,6 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 )
 
-// Proxy is a connected xDS client as generators see it (model.Proxy).
-type Proxy = model.Proxy
-
-// GatewayTopology is a gateway's trust of the hops before it (model.GatewayTopology).
-type GatewayTopology = model.GatewayTopology
-
-// NodeType is the kind of proxy (model.NodeType).
-type NodeType = model.NodeType
-
-// Node types.
-const (
-	SidecarProxy = model.SidecarProxy
-	Router       = model.Router
-)
-
 // ParseNode reads a proxy from an xDS Node with Istio's conventions: the
 // ID is "TYPE~IP~POD.NAMESPACE~NAMESPACE.svc.DOMAIN", metadata carries
 // LABELS, NAMESPACE, INSTANCE_IPS, ISTIO_VERSION, CLUSTER_ID, NETWORK,
@@ -36,11 +21,11 @@ const (
 // INTERCEPTION_MODE and PROXY_CONFIG (its gatewayTopology). A Node without an Istio ID
 // (a proxyless gRPC client with a plain bootstrap) is a proxyless sidecar
 // in the namespace its metadata gives, else "default".
-func ParseNode(n *corev3.Node) (*Proxy, error) {
+func ParseNode(n *corev3.Node) (*model.Proxy, error) {
 	if n == nil || n.GetId() == "" {
 		return nil, fmt.Errorf("node: missing id")
 	}
-	p := &Proxy{ID: n.GetId(), Type: SidecarProxy, Labels: map[string]string{}, Metadata: map[string]string{}, Locality: n.GetLocality()}
+	p := &model.Proxy{ID: n.GetId(), Type: model.SidecarProxy, Labels: map[string]string{}, Metadata: map[string]string{}, Locality: n.GetLocality()}
 	md := n.GetMetadata().GetFields()
 	for k, v := range md {
 		if s, ok := v.GetKind().(*structpb.Value_StringValue); ok {
@@ -54,9 +39,9 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 	}
 	parts := strings.Split(n.GetId(), "~")
 	if len(parts) == 4 {
-		switch NodeType(parts[0]) {
-		case SidecarProxy, Router:
-			p.Type = NodeType(parts[0])
+		switch model.NodeType(parts[0]) {
+		case model.SidecarProxy, model.Router:
+			p.Type = model.NodeType(parts[0])
 		default:
 			return nil, fmt.Errorf("node %q: unknown proxy type %q (want sidecar or router)", n.GetId(), parts[0])
 		}
@@ -118,22 +103,22 @@ func ParseNode(n *corev3.Node) (*Proxy, error) {
 // node metadata; a plain Envoy's bootstrap does not, and a proxyless gRPC
 // client (GENERATOR=grpc, or no Istio node ID) cannot load Envoy filters
 // whatever it sends.
-func isIstioProxy(p *Proxy) bool {
+func isIstioProxy(p *model.Proxy) bool {
 	return !p.Proxyless && p.IstioVersion != ""
 }
 
 // gatewayTopology reads ProxyConfig.gatewayTopology from its JSON form
 // in node metadata; fields it cannot read stay zero (Istio's defaults).
-func gatewayTopology(t *structpb.Struct) *GatewayTopology {
+func gatewayTopology(t *structpb.Struct) *model.GatewayTopology {
 	var topo meshv1alpha1.Topology
 	b, err := protojson.Marshal(t)
 	if err == nil {
 		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, &topo)
 	}
 	if err != nil {
-		return &GatewayTopology{}
+		return &model.GatewayTopology{}
 	}
-	return &GatewayTopology{NumTrustedProxies: topo.GetNumTrustedProxies(), ForwardClientCertDetails: int32(topo.GetForwardClientCertDetails())}
+	return &model.GatewayTopology{NumTrustedProxies: topo.GetNumTrustedProxies(), ForwardClientCertDetails: int32(topo.GetForwardClientCertDetails())}
 }
 
 // metadataBool reads a boolean node metadata value, a string as Istio's

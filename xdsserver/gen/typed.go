@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/baremesh/baremesh/core/model"
 )
 
 // MustAny packs m into an Any. Marshalling a well-formed message fails
@@ -136,7 +138,7 @@ const (
 // root: an Istio agent (node metadata ISTIO_VERSION set) serves them on
 // its "sds-grpc" bootstrap cluster, exactly as istiod configures it;
 // any other Envoy gets them over ADS.
-func WorkloadSDS(p *Proxy) *corev3.ConfigSource {
+func WorkloadSDS(p *model.Proxy) *corev3.ConfigSource {
 	if p.IstioVersion == "" {
 		return ADS()
 	}

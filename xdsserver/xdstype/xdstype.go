@@ -62,7 +62,7 @@ type Type struct {
 	// endpoint-only change of the changed services can alter the type
 	// for proxy p on snapshot pc; nil means it can. It must be cheap: it
 	// runs per proxy and push.
-	EndpointsMatter func(pc *push.PushContext, p *gen.Proxy, changed map[model.ServiceKey]bool) bool
+	EndpointsMatter func(pc *push.PushContext, p *model.Proxy, changed map[model.ServiceKey]bool) bool
 	// Affects says which config kinds can change this type, and for which
 	// proxies. Services (ServiceEntry, WorkloadEntry, by req.Services)
 	// affect every type of a proxy that sees them; a kind no type lists

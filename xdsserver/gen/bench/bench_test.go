@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/cds"
@@ -33,7 +34,7 @@ func typesFor(name string) []string {
 // proxyFor is the proxy istiod's benchmark generates for: IP 1.1.1.1,
 // namespace default, labels istio.io/benchmark=true; a router for the
 // gateway cases.
-func proxyFor(tb testing.TB, name string) *gen.Proxy {
+func proxyFor(tb testing.TB, name string) *model.Proxy {
 	typ := "sidecar"
 	if strings.Contains(name, "gateway") {
 		typ = "router"

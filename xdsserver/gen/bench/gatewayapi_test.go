@@ -7,6 +7,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/gatewayapi"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 )
@@ -75,7 +76,7 @@ spec:
 	return sb.String()
 }
 
-func gatewayProxy(tb testing.TB) *gen.Proxy {
+func gatewayProxy(tb testing.TB) *model.Proxy {
 	return gentest.ProxySpec{ID: "router~10.9.9.9~gw-1.istio-system~istio-system.svc.cluster.local",
 		Labels: map[string]string{gatewayapi.GatewayNameLabel: "gw"}}.Proxy(tb)
 }

@@ -44,13 +44,13 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 	}
 	switch {
 	case in.Proxy.Proxyless:
-	case in.Proxy.Type == gen.Router:
+	case in.Proxy.Type == model.Router:
 		// A gateway has no capture and no passthrough: BlackHoleCluster
 		// only, as istiod's BuildClusters gives a router.
 		b.add(blackhole())
 	default:
 		b.add(passthrough(), blackhole(), inboundPassthrough(in.Proxy))
-		if in.Proxy.Type == gen.SidecarProxy {
+		if in.Proxy.Type == model.SidecarProxy {
 			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
 				if c := inboundCluster(inst, v); c != nil {
 					b.add(c)

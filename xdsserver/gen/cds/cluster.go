@@ -124,9 +124,9 @@ func connectTimeout(v *scope.View, policy *networking.TrafficPolicy) *durationpb
 // came in (istiod's setUseDownstreamProtocol: sniffing decided it), and
 // carries the connection pool's idle timeout and requests per
 // connection. A proxyless client gets none.
-func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxy *gen.Proxy) map[string]*anypb.Any {
+func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxy *model.Proxy) map[string]*anypb.Any {
 	h := policy.GetConnectionPool().GetHttp()
-	downstream := p.Protocol == model.Unsupported && proxy.Type == gen.SidecarProxy
+	downstream := p.Protocol == model.Unsupported && proxy.Type == model.SidecarProxy
 	if proxy.Proxyless || (!p.Protocol.IsHTTP2() && !downstream && h.GetIdleTimeout() == nil && h.GetMaxRequestsPerConnection() == 0) {
 		return nil
 	}

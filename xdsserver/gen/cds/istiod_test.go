@@ -10,6 +10,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 )
@@ -169,7 +170,7 @@ func TestIstiodClusterDefaults(t *testing.T) {
 	// A sidecar's cluster of an auto-detected port speaks the protocol
 	// the request came in; a gateway's does not sniff.
 	for _, tc := range []struct {
-		proxy *gen.Proxy
+		proxy *model.Proxy
 		want  bool
 	}{{sidecar, true}, {gentest.Node(t, "router~10.0.0.8~gw.default~default.svc.cluster.local", nil), false}} {
 		res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: tc.proxy, Names: []string{"outbound|9000||web.default.svc.cluster.local"}})

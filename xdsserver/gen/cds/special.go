@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -70,7 +71,7 @@ func blackhole() *clusterv3.Cluster {
 // bindLocal binds connections to the local application to 127.0.0.6
 // (::6 for an IPv6-only proxy; a dual-stack one gets both, Envoy picks
 // the family of the destination), as istiod's passthrough bind IPs.
-func bindLocal(p *gen.Proxy) *corev3.BindConfig {
+func bindLocal(p *model.Proxy) *corev3.BindConfig {
 	v4, v6 := p.IPFamilies()
 	src := inboundBindAddress
 	if v6 && !v4 {
@@ -90,7 +91,7 @@ func bindLocal(p *gen.Proxy) *corev3.BindConfig {
 // inboundBindAddressIPv6 is inboundBindAddress for IPv6.
 const inboundBindAddressIPv6 = "::6"
 
-func inboundPassthrough(p *gen.Proxy) *clusterv3.Cluster {
+func inboundPassthrough(p *model.Proxy) *clusterv3.Cluster {
 	c := passthrough()
 	c.Name = gen.InboundPassthroughCluster
 	c.UpstreamBindConfig = bindLocal(p)

@@ -13,7 +13,7 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
-// Istio's telemetry on clusters, for istio-proxy only (gen.Proxy.IstioProxy),
+// Istio's telemetry on clusters, for istio-proxy only (model.Proxy.IstioProxy),
 // as istiod writes it:
 //   - alt_stat_name: the name ending in ";" (istio-proxy's stat tag
 //     regexes end a name there; InboundPassthroughCluster counts as

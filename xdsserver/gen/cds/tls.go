@@ -58,11 +58,11 @@ var (
 	istioALPNH2 = []string{"istio-peer-exchange", "istio", "h2"}
 	alpnH2      = []string{"h2"}
 	// Istio's SDS secrets, from the agent or over ADS (gen.WorkloadSDS).
-	agentDefault, agentRoot = sdsSecrets(&gen.Proxy{IstioVersion: "agent"})
-	adsDefault, adsRoot     = sdsSecrets(&gen.Proxy{})
+	agentDefault, agentRoot = sdsSecrets(&model.Proxy{IstioVersion: "agent"})
+	adsDefault, adsRoot     = sdsSecrets(&model.Proxy{})
 )
 
-func sdsSecrets(p *gen.Proxy) (def []*tlsv3.SdsSecretConfig, root *tlsv3.SdsSecretConfig) {
+func sdsSecrets(p *model.Proxy) (def []*tlsv3.SdsSecretConfig, root *tlsv3.SdsSecretConfig) {
 	sds := gen.WorkloadSDS(p)
 	return []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}}, &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds}
 }

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/eds"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -21,7 +22,7 @@ func TestLocalityLBReadsOnlyKeyFields(t *testing.T) {
 		p := spec.Proxy(t)
 		p.Network, p.ClusterID, p.WorkloadName, p.ServiceAccount = "net-x", "cluster-x", "w", "sa"
 		p.Metadata = map[string]string{"NETWORK": "net-x"}
-		keyOnly := &gen.Proxy{ID: "cache", Type: p.Type, Namespace: p.Namespace, DNSDomain: p.DNSDomain,
+		keyOnly := &model.Proxy{ID: "cache", Type: p.Type, Namespace: p.Namespace, DNSDomain: p.DNSDomain,
 			Labels: p.Labels, Proxyless: p.Proxyless, Locality: p.Locality, Metadata: map[string]string{}}
 		full := gentest.Run(t, eds.Generate, gen.Input{Push: pc, Proxy: p})
 		reduced := gentest.Run(t, eds.Generate, gen.Input{Push: pc, Proxy: keyOnly})

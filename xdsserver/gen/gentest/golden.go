@@ -58,7 +58,7 @@ func Proxies(t testing.TB, dir string) []ProxySpec {
 
 // Proxy parses the spec through gen.ParseNode, as the server would, or
 // fails t.
-func (s ProxySpec) Proxy(t testing.TB) *gen.Proxy {
+func (s ProxySpec) Proxy(t testing.TB) *model.Proxy {
 	t.Helper()
 	fields := map[string]*structpb.Value{}
 	for k, v := range s.Metadata {

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
@@ -32,7 +33,7 @@ func MustBuild(t testing.TB, files ...string) *push.PushContext {
 // Node is the proxy that an xDS node with id and string metadata
 // describes, parsed by gen.ParseNode as the server would, or the test
 // fails. For labels, a locality or an identity, use ProxySpec.Proxy.
-func Node(t testing.TB, id string, meta map[string]string) *gen.Proxy {
+func Node(t testing.TB, id string, meta map[string]string) *model.Proxy {
 	t.Helper()
 	return ProxySpec{ID: id, Metadata: meta}.Proxy(t)
 }

@@ -10,6 +10,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
@@ -88,7 +89,7 @@ func TestRunFailsOnErrorOrInvalidOutput(t *testing.T) {
 // node it refuses fails the test, named.
 func TestNodeAndSpecParse(t *testing.T) {
 	p := Node(t, "router~10.0.0.1~gw.edge~edge.svc.cluster.local", map[string]string{"ISTIO_VERSION": "1.31.0"})
-	if p.Type != gen.Router || p.Namespace != "edge" || !p.IstioProxy {
+	if p.Type != model.Router || p.Namespace != "edge" || !p.IstioProxy {
 		t.Errorf("Node: type %s namespace %s istio-proxy %v, want router, edge, true", p.Type, p.Namespace, p.IstioProxy)
 	}
 	p = ProxySpec{ID: "router~10.0.0.1~gw.edge~edge.svc.cluster.local", Labels: map[string]string{"istio": "ingressgateway"},

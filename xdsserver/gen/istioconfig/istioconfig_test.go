@@ -34,7 +34,7 @@ spec: {hosts: [b.mesh], http: [{route: [{destination: {host: b.mesh}}]}]}
 	}
 	pc := push.Build(nil, push.Inputs{Store: mem, Registry: model.NewRegistry(model.NewAllocator()), Mesh: config.DefaultMeshConfig()}, nil, time.Now())
 	g := istioconfig.For(config.VirtualService)
-	out, err := g(gen.Input{Push: pc, Proxy: &gen.Proxy{}})
+	out, err := g(gen.Input{Push: pc, Proxy: &model.Proxy{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,11 @@ spec: {hosts: [b.mesh], http: [{route: [{destination: {host: b.mesh}}]}]}
 	if r.GetMetadata().GetName() != "ns1/a" || r.GetMetadata().GetLabels()["app"] != "a" || vs.GetHosts()[0] != "a.mesh" {
 		t.Fatalf("resource = %v", r)
 	}
-	named, _ := g(gen.Input{Push: pc, Proxy: &gen.Proxy{}, Names: []string{"ns2/b"}})
+	named, _ := g(gen.Input{Push: pc, Proxy: &model.Proxy{}, Names: []string{"ns2/b"}})
 	if len(named) != 1 || named[0].Name != "ns2/b" {
 		t.Fatalf("named subscription got %v", named)
 	}
-	if none, _ := istioconfig.For(config.Gateway)(gen.Input{Push: pc, Proxy: &gen.Proxy{}}); len(none) != 0 {
+	if none, _ := istioconfig.For(config.Gateway)(gen.Input{Push: pc, Proxy: &model.Proxy{}}); len(none) != 0 {
 		t.Fatalf("gateways = %v", none)
 	}
 }

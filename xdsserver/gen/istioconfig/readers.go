@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/core/model"
 )
 
 // Readers says who may read the Istio config over MCP: the whole
@@ -43,7 +43,7 @@ func (r *Refusal) Reason() string { return r.reason }
 
 // Authorize says whether p may read the Istio config; rootNamespace is
 // the mesh's ("" means istio-system).
-func (r Readers) Authorize(p *gen.Proxy, rootNamespace string) error {
+func (r Readers) Authorize(p *model.Proxy, rootNamespace string) error {
 	id := p.Identity
 	if id == nil {
 		if r.AllowPlaintext {

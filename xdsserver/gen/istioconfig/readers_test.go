@@ -5,21 +5,20 @@ import (
 	"testing"
 
 	"github.com/baremesh/baremesh/core/model"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // TestReaders: istiod's API generator rule (an authenticated identity of
 // the root namespace), plus listed identities, plus plaintext only on
 // opt-in; refusals carry their reason.
 func TestReaders(t *testing.T) {
-	id := func(ns, sa string) *gen.Proxy {
-		return &gen.Proxy{ID: "r", Identity: &model.Identity{TrustDomain: "cluster.local", Namespace: ns, ServiceAccount: sa}}
+	id := func(ns, sa string) *model.Proxy {
+		return &model.Proxy{ID: "r", Identity: &model.Identity{TrustDomain: "cluster.local", Namespace: ns, ServiceAccount: sa}}
 	}
 	r := Readers{Identities: []string{"mirror/*", "ops/reader"}}
 	for _, c := range []struct {
 		name   string
 		r      Readers
-		p      *gen.Proxy
+		p      *model.Proxy
 		root   string
 		reason string // "" allowed
 	}{
@@ -30,8 +29,8 @@ func TestReaders(t *testing.T) {
 		{"listed account", r, id("ops", "reader"), "", ""},
 		{"other account of a listed one's namespace", r, id("ops", "admin"), "", "not_a_reader"},
 		{"other namespace", r, id("default", "reader"), "", "not_a_reader"},
-		{"plaintext", r, &gen.Proxy{ID: "p"}, "", "unauthenticated"},
-		{"plaintext opted in", Readers{AllowPlaintext: true}, &gen.Proxy{ID: "p"}, "", ""},
+		{"plaintext", r, &model.Proxy{ID: "p"}, "", "unauthenticated"},
+		{"plaintext opted in", Readers{AllowPlaintext: true}, &model.Proxy{ID: "p"}, "", ""},
 	} {
 		err := c.r.Authorize(c.p, c.root)
 		var ref *Refusal

@@ -12,6 +12,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -186,7 +187,7 @@ type tlsKey struct {
 // certificate from the mesh root (SDS "default" and "ROOTCA" where the
 // proxy's workload secrets come from), checking subjectAltNames when
 // given, as istiod.
-func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *gen.Proxy, t *networking.ServerTLSSettings) *corev3.TransportSocket {
+func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, t *networking.ServerTLSSettings) *corev3.TransportSocket {
 	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, cred: t.GetCredentialName(),
 		cert: t.GetServerCertificate(), key: t.GetPrivateKey(), cacs: t.GetCaCertificates(),
 		istioMutual: t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL, sans: strings.Join(t.GetSubjectAltNames(), ",")}

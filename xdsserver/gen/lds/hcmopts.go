@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -50,7 +51,7 @@ func newHCMOpts(v *scope.View, class httpClass) hcmOpts {
 		topo := v.Proxy.GatewayTopology
 		if topo == nil && v.Push.Mesh != nil {
 			if t := v.Push.Mesh.GetDefaultConfig().GetGatewayTopology(); t != nil {
-				topo = &gen.GatewayTopology{NumTrustedProxies: t.GetNumTrustedProxies(), ForwardClientCertDetails: int32(t.GetForwardClientCertDetails())}
+				topo = &model.GatewayTopology{NumTrustedProxies: t.GetNumTrustedProxies(), ForwardClientCertDetails: int32(t.GetForwardClientCertDetails())}
 			}
 		}
 		if topo != nil {

@@ -5,6 +5,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -51,7 +52,7 @@ var istioCiphers = []string{
 // inboundTLS is the DownstreamTlsContext of Istio's inbound mTLS: the
 // workload certificate ("default") and the mesh root ("ROOTCA") from the
 // workload's SDS, a client certificate required.
-func inboundTLS(p *gen.Proxy, http bool) *corev3.TransportSocket {
+func inboundTLS(p *model.Proxy, http bool) *corev3.TransportSocket {
 	alpn := []string{"h2", "http/1.1"}
 	if !http {
 		alpn = []string{"istio-peer-exchange", "h2", "http/1.1"}

@@ -13,6 +13,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -27,7 +28,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 		return nil, fmt.Errorf("lds: missing push context or proxy")
 	}
 	var v *scope.View
-	if in.Proxy.Type == gen.Router && !in.Proxy.Proxyless {
+	if in.Proxy.Type == model.Router && !in.Proxy.Proxyless {
 		v = scope.NewRouter(in.Push, in.Proxy) // gateway listeners list no services
 	} else {
 		v = scope.New(in.Push, in.Proxy)
@@ -36,7 +37,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	switch {
 	case in.Proxy.Proxyless:
 		return grpcListeners(v, in.Names), nil
-	case in.Proxy.Type == gen.Router:
+	case in.Proxy.Type == model.Router:
 		ls = gatewayListeners(v)
 	default:
 		ls = append(ls, virtualOutbound(v), virtualInbound(v))

@@ -7,6 +7,7 @@ import (
 	originalsrcv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
@@ -21,7 +22,7 @@ const (
 // (or address-less) proxy, :: for an IPv6-only one, both (:: as an
 // additional address) for a dual-stack one, so IPv6 connections the
 // agent captures have a listener.
-func setAddresses(l *listenerv3.Listener, p *gen.Proxy, port uint32) {
+func setAddresses(l *listenerv3.Listener, p *model.Proxy, port uint32) {
 	v4, v6 := p.IPFamilies()
 	switch {
 	case v6 && !v4:
@@ -35,7 +36,7 @@ func setAddresses(l *listenerv3.Listener, p *gen.Proxy, port uint32) {
 }
 
 // dualStack reports whether the proxy has addresses of both families.
-func dualStack(p *gen.Proxy) bool {
+func dualStack(p *model.Proxy) bool {
 	v4, v6 := p.IPFamilies()
 	return v4 && v6
 }

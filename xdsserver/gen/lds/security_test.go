@@ -10,6 +10,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/authz"
@@ -335,7 +336,7 @@ func TestUnauthenticatedGatewayGetsNoTLSServers(t *testing.T) {
 	dir := "../testdata/gateway"
 	pc := gentest.Scenario(t, dir)
 	spec := gentest.Proxies(t, dir)[0]
-	tlsChains := func(p *gen.Proxy) int {
+	tlsChains := func(p *model.Proxy) int {
 		return len(gentest.SecretNames(gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p})))
 	}
 	authed := spec.Proxy(t)

@@ -12,6 +12,7 @@ import (
 	statsv1 "istio.io/api/envoy/extensions/stats"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/gen/telemetry"
@@ -91,7 +92,7 @@ func tcpTelemetry(v *scope.View, ls []*listenerv3.Listener) {
 	for _, l := range ls {
 		class := outboundHTTP
 		switch {
-		case v.Proxy.Type == gen.Router:
+		case v.Proxy.Type == model.Router:
 			class = gatewayHTTP
 		case l.Name == gen.VirtualInboundListener:
 			class = inboundHTTP

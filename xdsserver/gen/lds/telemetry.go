@@ -24,7 +24,7 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/telemetry"
 )
 
-// Istio's telemetry in listeners, for istio-proxy only (gen.Proxy.IstioProxy:
+// Istio's telemetry in listeners, for istio-proxy only (model.Proxy.IstioProxy:
 // a plain Envoy cannot load Istio's filters, proxyless gRPC has no HTTP
 // filters of its own). As istiod 1.31 writes them:
 //   - every connection manager: the peer metadata filter first (named

@@ -8,6 +8,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 )
@@ -48,7 +49,7 @@ spec:
   metrics: [{overrides: [{match: {metric: ALL_METRICS, mode: SERVER}, disabled: true}]}]
 `
 
-func telemetryProxy(t *testing.T, ip, app string, istio bool) *gen.Proxy {
+func telemetryProxy(t *testing.T, ip, app string, istio bool) *model.Proxy {
 	t.Helper()
 	md := map[string]string{}
 	if istio {
@@ -101,7 +102,7 @@ func httpFilterNames(h *hcmv3.HttpConnectionManager) []string {
 // filters (it could not load them).
 func TestIstioProxyTelemetry(t *testing.T) {
 	pc := gentest.MustBuild(t, telemetryScenario)
-	gen1 := func(p *gen.Proxy) []gen.Resource {
+	gen1 := func(p *model.Proxy) []gen.Resource {
 		return gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p})
 	}
 

@@ -18,6 +18,7 @@ import (
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	telemetryv1 "istio.io/api/telemetry/v1alpha1"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/gen/telemetry"
@@ -86,7 +87,7 @@ func sampling(t *hcmv3.HttpConnectionManager_Tracing, random float64) {
 // "namespace/host"). ok is false when the service is unknown.
 func tracerOf(p *meshv1alpha1.MeshConfig_ExtensionProvider, v *scope.View) (*hcmv3.HttpConnectionManager_Tracing, bool) {
 	t := &hcmv3.HttpConnectionManager_Tracing{}
-	if v.Proxy.Type == gen.Router {
+	if v.Proxy.Type == model.Router {
 		t.SpawnUpstreamSpan = wrapperspb.Bool(true)
 	}
 	var name string

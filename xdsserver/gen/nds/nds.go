@@ -67,7 +67,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 }
 
 // Build computes the name table of proxy p on snapshot pc.
-func Build(pc *push.PushContext, p *gen.Proxy) Table {
+func Build(pc *push.PushContext, p *model.Proxy) Table {
 	v := scope.New(pc, p)
 	fam := familiesOf(p.IPs)
 	out := make(Table, len(v.Services))
@@ -100,7 +100,7 @@ func Build(pc *push.PushContext, p *gen.Proxy) Table {
 }
 
 // addresses are the IPs of s that proxy p resolves its host to.
-func addresses(pc *push.PushContext, s *model.Service, p *gen.Proxy, fam families) []string {
+func addresses(pc *push.PushContext, s *model.Service, p *model.Proxy, fam families) []string {
 	var out []string
 	switch {
 	case s.AutoAllocated:
@@ -155,7 +155,7 @@ func addresses(pc *push.PushContext, s *model.Service, p *gen.Proxy, fam familie
 // changed services can alter a name table: only if one of them is
 // headless (its endpoints' IPs are in the table) or gone from pc. It
 // does not judge visibility: that would cost a scope per proxy and push.
-func EndpointsMatter(pc *push.PushContext, _ *gen.Proxy, changed map[model.ServiceKey]bool) bool {
+func EndpointsMatter(pc *push.PushContext, _ *model.Proxy, changed map[model.ServiceKey]bool) bool {
 	if pc == nil {
 		return true
 	}

@@ -37,7 +37,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	}
 	var gw *gatewayRoutes
 	var shared map[servicePort]*routev3.VirtualHost
-	if in.Proxy.Type != gen.Router && !in.Proxy.Proxyless && portAndHostNames(names) {
+	if in.Proxy.Type != model.Router && !in.Proxy.Proxyless && portAndHostNames(names) {
 		shared = map[servicePort]*routev3.VirtualHost{}
 	}
 	out := make([]gen.Resource, 0, len(names))
@@ -46,7 +46,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 		switch {
 		case in.Proxy.Proxyless:
 			rc = grpcRoute(v, name)
-		case in.Proxy.Type == gen.Router:
+		case in.Proxy.Type == model.Router:
 			if gw == nil {
 				gw = newGatewayRoutes(v)
 			}
@@ -81,7 +81,7 @@ func portAndHostNames(names []string) bool {
 
 // newView is the proxy's view; a router's routes list no services.
 func newView(in gen.Input) *scope.View {
-	if in.Proxy.Type == gen.Router && !in.Proxy.Proxyless {
+	if in.Proxy.Type == model.Router && !in.Proxy.Proxyless {
 		return scope.NewRouter(in.Push, in.Proxy)
 	}
 	return scope.New(in.Push, in.Proxy)
@@ -104,7 +104,7 @@ func RouteNames(v *scope.View) []string {
 	}
 	switch {
 	case v.Proxy.Proxyless:
-	case v.Proxy.Type == gen.Router:
+	case v.Proxy.Type == model.Router:
 		ports, servers := scope.GatewayServers(v.Push, v.Proxy)
 		for _, p := range ports {
 			for _, s := range servers[p] {

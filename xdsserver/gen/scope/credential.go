@@ -6,7 +6,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/credentials"
-	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen/sds"
 )
 
@@ -19,7 +19,7 @@ import (
 // serves p (sds.Namespace: its identity's), and only for an
 // authenticated p (sds.Authorize), not in the Gateway resource's
 // namespace.
-func (s GatewayServer) CredentialProblem(set *credentials.Set, p *gen.Proxy) error {
+func (s GatewayServer) CredentialProblem(set *credentials.Set, p *model.Proxy) error {
 	t := s.Server.GetTls()
 	if !strings.HasPrefix(s.RouteName, "https.") || t.GetCredentialName() == "" {
 		return nil

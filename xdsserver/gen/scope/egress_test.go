@@ -6,7 +6,6 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/model"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // TestListenerImports follows istiod's SidecarScope: the listener on a
@@ -48,7 +47,7 @@ func TestListenerImports(t *testing.T) {
 		{"no Sidecar", nil, cache, 80, true},
 	}
 	for _, tt := range tests {
-		v := &View{Proxy: &gen.Proxy{Type: gen.SidecarProxy, Namespace: "app"}, sidecar: tt.sidecar}
+		v := &View{Proxy: &model.Proxy{Type: model.SidecarProxy, Namespace: "app"}, sidecar: tt.sidecar}
 		v.egressPorts = tt.sidecar != nil
 		if got := v.ListenerImports(tt.svc, tt.port); got != tt.want {
 			t.Errorf("%s: ListenerImports(%s, %d) = %v, want %v", tt.name, tt.svc.Hostname, tt.port, got, tt.want)

@@ -31,7 +31,7 @@ func (s GatewayServer) IsHTTP() bool { return s.RouteName != "" }
 
 // GatewayServers returns the servers of every Gateway selecting the
 // router, grouped by port number; the ports sorted.
-func GatewayServers(pc *push.PushContext, proxy *gen.Proxy) ([]uint32, map[uint32][]GatewayServer) {
+func GatewayServers(pc *push.PushContext, proxy *model.Proxy) ([]uint32, map[uint32][]GatewayServer) {
 	gws := Gateways(pc, proxy)
 	// Count first so that each port's list is allocated once, and size
 	// the one string every "ns/name" and HTTPS route name is cut from

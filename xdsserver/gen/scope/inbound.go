@@ -6,7 +6,6 @@ import (
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 
 	networking "istio.io/api/networking/v1alpha3"
 )
@@ -31,8 +30,8 @@ type Instance struct {
 // whose workload selector matches the proxy's labels (in the proxy's
 // namespace). One Instance per target port, the first service (in
 // snapshot order) winning, sorted by target port.
-func Inbound(pc *push.PushContext, proxy *gen.Proxy) []Instance {
-	if proxy.Type == gen.SidecarProxy {
+func Inbound(pc *push.PushContext, proxy *model.Proxy) []Instance {
+	if proxy.Type == model.SidecarProxy {
 		if sc := SidecarFor(pc, proxy); len(sc.GetIngress()) > 0 {
 			return sidecarIngress(sc)
 		}
@@ -115,7 +114,7 @@ func portByName(s *model.Service, name string) (model.Port, bool) {
 // workloads in every namespace by default (PILOT_SCOPE_GATEWAY_TO_NAMESPACE
 // off); so does this. The configs are the snapshot's and must not be
 // altered.
-func Gateways(pc *push.PushContext, proxy *gen.Proxy) []*config.Config {
+func Gateways(pc *push.PushContext, proxy *model.Proxy) []*config.Config {
 	all := pc.Configs(config.Gateway)
 	var out []*config.Config
 	for i := range all {

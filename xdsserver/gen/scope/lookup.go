@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/baremesh/baremesh/core/model"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // ServiceFor returns the visible service named host, preferring the one
@@ -110,12 +109,12 @@ func candidates(host, ns, domain string) []string {
 // gateway a passthrough one's (resolution NONE) too, as istiod's
 // convertResolution: a gateway has no original destination to connect
 // to (an ORIGINAL_DST cluster would send it to its own listener).
-func UsesEDS(p *gen.Proxy, svc *model.Service) bool {
+func UsesEDS(p *model.Proxy, svc *model.Service) bool {
 	switch svc.Resolution {
 	case model.ClientSideLB:
 		return true
 	case model.Passthrough:
-		return p.Type == gen.Router && !p.Proxyless
+		return p.Type == model.Router && !p.Proxyless
 	}
 	return false
 }

@@ -4,7 +4,6 @@ import (
 	"strings"
 
 	"github.com/baremesh/baremesh/core/model"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // Listen says how a sidecar's outbound listener serves a service port.
@@ -52,7 +51,7 @@ func ListenerProtocol(p model.Port) Listen {
 // service without declared addresses has none: its TCP ports share the
 // "0.0.0.0_PORT" listener and no virtual host lists an address of it.
 // The returned slice is the service's and must not be altered.
-func Addresses(proxy *gen.Proxy, svc *model.Service) []string {
+func Addresses(proxy *model.Proxy, svc *model.Service) []string {
 	if svc.AutoAllocated && !proxy.DNSAutoAllocate {
 		return nil
 	}
@@ -62,7 +61,7 @@ func Addresses(proxy *gen.Proxy, svc *model.Service) []string {
 // ServiceAddress is the first IPv4 address of a service as proxy sees it
 // (Addresses) usable as a listener address, or "" (CIDRs and wildcard
 // hosts have none).
-func ServiceAddress(proxy *gen.Proxy, svc *model.Service) string {
+func ServiceAddress(proxy *model.Proxy, svc *model.Service) string {
 	if strings.HasPrefix(svc.Hostname, "*") {
 		return ""
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // View is what one proxy sees of a snapshot. It is computed for one
@@ -28,7 +27,7 @@ import (
 // changes.
 type View struct {
 	Push  *push.PushContext
-	Proxy *gen.Proxy
+	Proxy *model.Proxy
 	// Services are the visible services, in the snapshot's order (empty
 	// in a view from NewRouter).
 	Services []*model.Service
@@ -50,9 +49,9 @@ type vsIndex struct {
 }
 
 // New computes the view of proxy on pc.
-func New(pc *push.PushContext, proxy *gen.Proxy) *View {
+func New(pc *push.PushContext, proxy *model.Proxy) *View {
 	v := &View{Push: pc, Proxy: proxy}
-	if proxy.Type == gen.SidecarProxy {
+	if proxy.Type == model.SidecarProxy {
 		v.sidecar = SidecarFor(pc, proxy)
 		v.egressPorts = slices.ContainsFunc(v.sidecar.GetEgress(), func(e *networking.IstioEgressListener) bool { return e.GetPort() != nil })
 	}
@@ -74,7 +73,7 @@ func (v *View) VirtualServices() []*config.Config { return v.virtualServices().a
 func (v *View) virtualServices() *vsIndex {
 	if v.vs == nil {
 		v.vs = &vsIndex{}
-		if v.Proxy.Type == gen.SidecarProxy {
+		if v.Proxy.Type == model.SidecarProxy {
 			v.vs.all = v.meshVirtualServices()
 			v.indexVirtualServices()
 		}
@@ -85,7 +84,7 @@ func (v *View) virtualServices() *vsIndex {
 // NewRouter is the view of a router for its listeners and routes, which
 // look services up by host and never list them: Services is left empty,
 // sparing a filter over every service of the mesh per generation.
-func NewRouter(pc *push.PushContext, proxy *gen.Proxy) *View {
+func NewRouter(pc *push.PushContext, proxy *model.Proxy) *View {
 	return &View{Push: pc, Proxy: proxy}
 }
 
@@ -339,7 +338,7 @@ func RootNamespace(pc *push.PushContext) string {
 // namespace whose workloadSelector matches its labels, else one in its
 // namespace without a selector, else one in the root namespace without a
 // selector; nil if none.
-func SidecarFor(pc *push.PushContext, proxy *gen.Proxy) *networking.Sidecar {
+func SidecarFor(pc *push.PushContext, proxy *model.Proxy) *networking.Sidecar {
 	var nsDefault *networking.Sidecar
 	for _, c := range pc.ConfigsIn(config.Sidecar, proxy.Namespace) {
 		sc := c.Spec.(*networking.Sidecar)

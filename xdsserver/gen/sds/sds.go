@@ -21,12 +21,13 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
 	"github.com/baremesh/baremesh/core/credentials"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // Namespace is the namespace whose credentials proxy p may read: its
 // authenticated identity's, else its node's.
-func Namespace(p *gen.Proxy) string {
+func Namespace(p *model.Proxy) string {
 	if p.Identity != nil && p.Identity.Namespace != "" {
 		return p.Identity.Namespace
 	}
@@ -46,7 +47,7 @@ func (r *Refusal) Reason() string { return r.reason }
 // xDS connect hook already refuses a node outside it). Generate serves
 // nothing to a proxy Authorize refuses; the serving edge calls it to
 // log and count the refusal.
-func Authorize(p *gen.Proxy) error {
+func Authorize(p *model.Proxy) error {
 	if p.Identity == nil {
 		return &Refusal{"unauthenticated", "proxy " + p.ID + " is not authenticated: gateway credentials are served only on the TLS port, to a proxy with a certificate or token of their namespace"}
 	}

@@ -23,8 +23,8 @@ import (
 	telemetryv1 "istio.io/api/telemetry/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
@@ -81,7 +81,7 @@ type AccessLog struct {
 }
 
 // For resolves the telemetry of p on class's side from the snapshot.
-func For(pc *push.PushContext, p *gen.Proxy, class Class) *Config {
+func For(pc *push.PushContext, p *model.Proxy, class Class) *Config {
 	out := &Config{Mesh: pc.Mesh}
 	levels := Levels(pc, p.Namespace, p.Labels)
 	mode := telemetryv1.WorkloadMode_CLIENT

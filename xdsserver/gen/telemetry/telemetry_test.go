@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/gen/telemetry"
 )
@@ -43,8 +43,8 @@ spec:
 // only what it sets; of two at one level the first by name applies.
 func TestPrecedence(t *testing.T) {
 	pc := gentest.MustBuild(t, levels)
-	web := &gen.Proxy{Namespace: "shop", Labels: map[string]string{"app": "web"}}
-	other := &gen.Proxy{Namespace: "shop", Labels: map[string]string{"app": "db"}}
+	web := &model.Proxy{Namespace: "shop", Labels: map[string]string{"app": "web"}}
+	other := &model.Proxy{Namespace: "shop", Labels: map[string]string{"app": "db"}}
 
 	server := telemetry.For(pc, web, telemetry.ServerSide)
 	if server.Tracing == nil || *server.Tracing.Sampling != 50 || server.Tracing.CustomTags["a"] == nil {
