@@ -120,6 +120,7 @@ func reownOnce(t *testing.T) time.Duration {
 		time.Sleep(5 * time.Millisecond) // polling, not synchronisation
 	}
 	took := time.Since(last)
+	t.Logf("agreed %v after the kill", time.Since(killed).Round(time.Millisecond))
 	if took > reownBound {
 		for _, nd := range []*node{a, b} {
 			for _, k := range keys {

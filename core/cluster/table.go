@@ -194,6 +194,13 @@ func (t *Table) Claim(key string, data json.RawMessage) {
 		return
 	}
 	t.claimLocked(key, w, ok, data)
+	if ok && w.Owner != t.name && w.Connected() && t.ml != nil {
+		// A proxy that moved here from a replica still shown connected:
+		// most often that replica has just died, and memberlist has not
+		// declared it yet and still gossips to it (burst.go). Sync the
+		// table with the live members now rather than at the death.
+		t.syncSoon()
+	}
 }
 
 func (t *Table) claimLocked(key string, w Record, seen bool, data json.RawMessage) {
