@@ -259,8 +259,19 @@ func TestBadGossipDropped(t *testing.T) {
 // a burst of 500 took 43 s to spread.
 func TestBurstSpreadsFast(t *testing.T) {
 	n := newNetwork(t, grace)
+	// The daemon's settings, not the fast ones the other tests use to see
+	// deaths and grace periods in milliseconds: nobody dies here. With
+	// them, under -race on a busy machine (a CPU hog), 6 of 7 runs failed:
+	// 50 ms probes declared members dead within a second of joining (their
+	// 500 records then orphaned), the sync's push-pull of 500 encrypted
+	// records outlived the 500 ms TCP timeout, and three reapers walking
+	// 500 records every 20 ms took the CPU the sync needed.
+	n.reap = DefaultReapInterval
 	n.tune = func(c *memberlist.Config) {
-		c.GossipInterval, c.PushPullInterval = 200*time.Millisecond, 30*time.Second
+		d := memberlist.DefaultLANConfig()
+		c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult = d.ProbeInterval, d.ProbeTimeout, d.SuspicionMult
+		c.GossipInterval, c.PushPullInterval = d.GossipInterval, d.PushPullInterval
+		c.TCPTimeout, c.GossipToTheDeadTime = d.TCPTimeout, d.GossipToTheDeadTime
 	}
 	a := n.start("a")
 	n.start("b", "a")

@@ -37,6 +37,8 @@ type network struct {
 	cut     map[[2]string]bool // [from addr, to addr]
 	nodes   map[string]*node
 	grace   time.Duration
+	// reap is every replica's ReapInterval (default 20 ms).
+	reap time.Duration
 }
 
 type node struct {
@@ -46,7 +48,7 @@ type node struct {
 }
 
 func newNetwork(t testing.TB, grace time.Duration) *network {
-	return &network{t: t, cut: map[[2]string]bool{}, nodes: map[string]*node{}, grace: grace}
+	return &network{t: t, cut: map[[2]string]bool{}, nodes: map[string]*node{}, grace: grace, reap: 20 * time.Millisecond}
 }
 
 // fast makes memberlist detect failures and gossip in tens of
@@ -76,7 +78,7 @@ func (n *network) start(name string, seeds ...string) *node {
 	}
 	ev := &eventLog{}
 	tbl, err := New(Options{Name: name, Bind: addr, Logger: testLogger(name), Metrics: n.metrics, Seeds: seedAddrs, Grace: n.grace,
-		ReapInterval: 20 * time.Millisecond, Rejoin: 100 * time.Millisecond,
+		ReapInterval: n.reap, Rejoin: 100 * time.Millisecond,
 		SecretKey: []byte("0123456789abcdef"),
 		Memberlist: func(c *memberlist.Config) {
 			fast(c)
