@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
 
@@ -90,29 +89,8 @@ func TestGatewayAPIStatusWrittenToKubernetes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dir := t.TempDir()
-	manifest := filepath.Join(dir, "gw.yaml")
-	if err := os.WriteFile(manifest, []byte(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: edge}
-spec:
-  gatewayClassName: istio
-  listeners: [{name: http, port: 8080, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: ok, namespace: edge}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: echo.mesh, port: 7070}]}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: refused, namespace: apps}
-spec:
-  parentRefs: [{name: gw, namespace: edge}]
-  rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: echo.mesh, port: 7070}]}]
-`), 0o644); err != nil {
+	manifest := filepath.Join(t.TempDir(), "gw.yaml")
+	if err := os.WriteFile(manifest, []byte(statusObjects), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	applyYAML(t, kc, manifest)
@@ -122,67 +100,16 @@ spec:
 	if err := os.WriteFile(filepath.Join(clusters, "k1.yaml"), kc.Kubeconfig(t, "baremesh", []string{}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startKubeMesh(t, map[string]string{"echo.yaml": `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: edge}
-spec:
-  hosts: [echo.mesh]
-  ports: [{number: 7070, name: grpc, protocol: GRPC}]
-  resolution: STATIC
-`}, clusters)
+	startKubeMesh(t, map[string]string{"echo.yaml": statusEcho}, clusters)
 
-	gvr := func(res string) schema.GroupVersionResource {
-		return schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: res}
-	}
-	cond := func(conds []any, typ string) (status, reason string) {
-		for _, c := range conds {
-			m, _ := c.(map[string]any)
-			if m["type"] == typ {
-				s, _ := m["status"].(string)
-				r, _ := m["reason"].(string)
-				return s, r
-			}
-		}
-		return "", ""
-	}
-	routeCond := func(ns, name, typ string) (string, string) {
-		u, err := kc.Dyn.Resource(gvr("httproutes")).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	checkStatusObjects(t, func(kind, ns, name string) map[string]any {
+		res := map[string]string{"Gateway": "gateways", "HTTPRoute": "httproutes"}[kind]
+		u, err := kc.Dyn.Resource(schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: res}).
+			Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return "", err.Error()
+			return nil
 		}
-		parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
-		if len(parents) != 1 {
-			return "", "no parent status"
-		}
-		conds, _, _ := unstructured.NestedSlice(parents[0].(map[string]any), "conditions")
-		return cond(conds, typ)
-	}
-	testkit.EventuallyWithin(t, e2eWait, "route status written", func() bool {
-		s, _ := routeCond("edge", "ok", "Accepted")
-		return s == "True"
+		st, _, _ := unstructured.NestedMap(u.Object, "status")
+		return st
 	})
-	if s, r := routeCond("apps", "refused", "Accepted"); s != "False" || r != "NotAllowedByListeners" {
-		t.Errorf("route apps/refused Accepted = %q %q, want False NotAllowedByListeners", s, r)
-	}
-	if s, r := routeCond("edge", "ok", "ResolvedRefs"); s != "True" {
-		t.Errorf("route edge/ok ResolvedRefs = %q %q", s, r)
-	}
-	var gw *unstructured.Unstructured
-	testkit.EventuallyWithin(t, e2eWait, "gateway status written", func() bool {
-		var err error
-		gw, err = kc.Dyn.Resource(gvr("gateways")).Namespace("edge").Get(ctx, "gw", metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		conds, _, _ := unstructured.NestedSlice(gw.Object, "status", "conditions")
-		s, _ := cond(conds, "Programmed")
-		return s == "True"
-	})
-	listeners, _, _ := unstructured.NestedSlice(gw.Object, "status", "listeners")
-	if len(listeners) != 1 {
-		t.Fatalf("gateway listeners status: %v", listeners)
-	}
-	if n, _, _ := unstructured.NestedInt64(listeners[0].(map[string]any), "attachedRoutes"); n != 1 {
-		t.Errorf("attachedRoutes = %d, want 1", n)
-	}
 }

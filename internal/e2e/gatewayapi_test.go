@@ -129,100 +129,27 @@ func TestGatewayAPIMeshRoutesGRPCGo(t *testing.T) {
 }
 
 // TestGatewayAPIStatusOnConfigz: the status computed for Gateway API
-// objects read from files is on /debug/configz: a programmed Gateway with
-// its listener, an accepted route, and a route whose listener does not
-// allow its namespace, with the API's reason.
+// objects read from files is on /debug/configz (checkStatusObjects).
 func TestGatewayAPIStatusOnConfigz(t *testing.T) {
-	m := startMesh(t, map[string]string{"gw.yaml": `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: echo, namespace: edge}
-spec:
-  hosts: [echo.mesh]
-  ports: [{number: 7070, name: grpc, protocol: GRPC}]
-  resolution: STATIC
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: edge}
-spec:
-  gatewayClassName: istio
-  listeners: [{name: http, port: 8080, protocol: HTTP}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: ok, namespace: edge}
-spec:
-  parentRefs: [{name: gw}]
-  rules: [{backendRefs: [{group: networking.istio.io, kind: Hostname, name: echo.mesh, port: 7070}]}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: other-ns, namespace: apps}
-spec:
-  parentRefs: [{name: gw, namespace: edge}]
-  rules: [{backendRefs: [{name: echo, port: 7070}]}]
-`})
-	type cond struct{ Type, Status, Reason string }
-	var cz struct {
-		Resources []struct {
-			Kind, Namespace, Name string
-			Status                *struct {
-				Conditions []cond
-				Listeners  []struct {
-					Name           string
-					AttachedRoutes int
-					Conditions     []cond
-				}
-				Parents []struct{ Conditions []cond }
+	m := startMesh(t, map[string]string{"echo.yaml": statusEcho, "gw.yaml": statusObjects})
+	checkStatusObjects(t, func(kind, ns, name string) map[string]any {
+		if kind == "Gateway" {
+			kind = "KubernetesGateway" // configz's name of the kind
+		}
+		var cz struct {
+			Resources []struct {
+				Kind, Namespace, Name string
+				Status                map[string]any
 			}
 		}
-	}
-	find := func(kind, ns, name string) (conds []cond, listeners int, attached int, parents [][]cond) {
-		for _, r := range cz.Resources {
-			if r.Kind == kind && r.Namespace == ns && r.Name == name && r.Status != nil {
-				for _, l := range r.Status.Listeners {
-					listeners++
-					attached += l.AttachedRoutes
-				}
-				for _, p := range r.Status.Parents {
-					parents = append(parents, p.Conditions)
-				}
-				return r.Status.Conditions, listeners, attached, parents
-			}
-		}
-		t.Fatalf("no status for %s %s/%s on /debug/configz", kind, ns, name)
-		return nil, 0, 0, nil
-	}
-	has := func(cs []cond, typ, status, reason string) bool {
-		for _, c := range cs {
-			if c.Type == typ && c.Status == status && (reason == "" || c.Reason == reason) {
-				return true
-			}
-		}
-		return false
-	}
-	testkit.EventuallyWithin(t, e2eWait, "Gateway API status on configz", func() bool {
-		cz.Resources = nil
 		getJSON(t, "http://"+m.d.HTTPAddr()+"/debug/configz", &cz)
 		for _, r := range cz.Resources {
-			if r.Kind == "HTTPRoute" && r.Status != nil {
-				return true
+			if r.Kind == kind && r.Namespace == ns && r.Name == name {
+				return r.Status
 			}
 		}
-		return false
+		return nil
 	})
-	gwConds, listeners, attached, _ := find("KubernetesGateway", "edge", "gw")
-	if !has(gwConds, "Accepted", "True", "Accepted") || !has(gwConds, "Programmed", "True", "Programmed") || listeners != 1 || attached != 1 {
-		t.Errorf("gateway status: %+v, %d listeners, %d attached routes", gwConds, listeners, attached)
-	}
-	_, _, _, ok := find("HTTPRoute", "edge", "ok")
-	if len(ok) != 1 || !has(ok[0], "Accepted", "True", "Accepted") || !has(ok[0], "ResolvedRefs", "True", "ResolvedRefs") {
-		t.Errorf("route ok: %+v", ok)
-	}
-	_, _, _, denied := find("HTTPRoute", "apps", "other-ns")
-	if len(denied) != 1 || !has(denied[0], "Accepted", "False", "NotAllowedByListeners") {
-		t.Errorf("route other-ns: %+v", denied)
-	}
 }
 
 // TestGatewayAPIHTTPSCredentialOverSDS: an HTTPS listener of a Gateway
