@@ -18,12 +18,16 @@ var (
 	GatewayAPIReferenceNotPermitted = Code{"BM0003", "GatewayAPIReferenceNotPermitted", Error}
 	// GatewayAPIListenerInvalid: a Gateway listener that is not programmed.
 	GatewayAPIListenerInvalid = Code{"BM0004", "GatewayAPIListenerInvalid", Warning}
+	// GatewayAPIPolicyNotApplied: a BackendTLSPolicy that applies to
+	// nothing (its target does not exist, an older policy has it, or its
+	// CA cannot be used).
+	GatewayAPIPolicyNotApplied = Code{"BM0005", "GatewayAPIPolicyNotApplied", Error}
 )
 
 // gatewayAPI runs the Gateway API conversion over the resources and
 // reports what its status says is wrong: unbound routes, references a
 // ReferenceGrant is missing for, backends no ServiceEntry declares, and
-// listeners that are not programmed.
+// listeners that are not programmed, BackendTLSPolicies not applied.
 func gatewayAPI(ix *index) []Message {
 	vals := func(k config.Kind) []config.Config {
 		out := make([]config.Config, 0, len(ix.byKind[k]))
@@ -33,7 +37,7 @@ func gatewayAPI(ix *index) []Message {
 		return out
 	}
 	routes := 0
-	for _, k := range []config.Kind{config.HTTPRoute, config.GRPCRoute, config.TCPRoute, config.TLSRoute, config.KubernetesGateway} {
+	for _, k := range []config.Kind{config.HTTPRoute, config.GRPCRoute, config.TCPRoute, config.TLSRoute, config.KubernetesGateway, config.BackendTLSPolicy} {
 		routes += len(ix.byKind[k])
 	}
 	if routes == 0 {
@@ -44,7 +48,8 @@ func gatewayAPI(ix *index) []Message {
 		HTTPRoutes: vals(config.HTTPRoute), GRPCRoutes: vals(config.GRPCRoute),
 		TCPRoutes: vals(config.TCPRoute), TLSRoutes: vals(config.TLSRoute),
 		Grants: vals(config.ReferenceGrant), ServiceEntries: vals(config.ServiceEntry),
-		HasService: func(h, _ string) bool { return ix.hostExists(h) },
+		BackendTLSPolicies: vals(config.BackendTLSPolicy),
+		HasService:         func(h, _ string) bool { return ix.hostExists(h) },
 	})
 	var out []Message
 	for _, k := range []config.Kind{config.HTTPRoute, config.GRPCRoute, config.TCPRoute, config.TLSRoute} {
@@ -83,6 +88,13 @@ func gatewayAPI(ix *index) []Message {
 				if cond.Type == "Programmed" && cond.Status == "False" {
 					out = append(out, msg(c, GatewayAPIListenerInvalid, "listener %s not programmed: %s", l.Name, cond.Message))
 				}
+			}
+		}
+	}
+	for _, c := range ix.byKind[config.BackendTLSPolicy] {
+		if st := res.Status[c.Key()]; st != nil {
+			if cond, ok := st.Condition("Accepted"); ok && cond.Status == "False" {
+				out = append(out, msg(c, GatewayAPIPolicyNotApplied, "not applied: %s: %s", cond.Reason, cond.Message))
 			}
 		}
 	}

@@ -18,7 +18,8 @@ spec:
 `
 
 // TestGatewayAPIChecks: an unbound route, a missing ReferenceGrant, an
-// unknown backend and a listener whose certificate is not permitted are
+// unknown backend, a listener whose certificate is not permitted and a
+// BackendTLSPolicy whose target does not exist are
 // reported with file:line; a clean route is not.
 func TestGatewayAPIChecks(t *testing.T) {
 	src := base + "---\n" + gwBase + `---
@@ -55,6 +56,13 @@ kind: GRPCRoute
 metadata: {name: nogw, namespace: edge}
 spec:
   parentRefs: [{name: missing}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: BackendTLSPolicy
+metadata: {name: notarget, namespace: edge}
+spec:
+  targetRefs: [{group: networking.istio.io, kind: ServiceEntry, name: nothere}]
+  validation: {wellKnownCACertificates: System, hostname: a.example.com}
 `
 	cfgs, errs := file.Parse([]byte(src), "case.yaml", "test")
 	if len(errs) > 0 {
@@ -73,6 +81,7 @@ spec:
 		"IST0101 HTTPRoute/unknown: Referenced backend not found: backend(nothere.edge.svc.cluster.local) not found",
 		"BM0002 GRPCRoute/nogw: parentRefs[0] (Gateway edge/missing): not attached: NoMatchingParent",
 		"BM0004 KubernetesGateway/gw: listener https not programmed: Bad TLS configuration",
+		"BM0005 BackendTLSPolicy/notarget: not applied: TargetNotFound",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d messages, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
