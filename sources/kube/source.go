@@ -64,7 +64,7 @@ type Options struct {
 	// at start (an unreachable one must not hold the first snapshot
 	// forever); default 30 s.
 	SyncTimeout time.Duration
-	// Rescan is how often the directory is re-read besides fsnotify's
+	// Rescan is how often the directory is re-read besides the watch's
 	// events; default 2 s.
 	Rescan time.Duration
 	// CRDPoll is how often a cluster is asked which Istio kinds it
