@@ -107,7 +107,7 @@ func TestWatchBeforeRead(t *testing.T) {
 // TestSettle: a burst of writes is one Change after the quiet period.
 func TestSettle(t *testing.T) {
 	root := t.TempDir()
-	r := start(t, Options{Dirs: []string{root}, Settle: 300 * time.Millisecond, MaxSettle: 5 * time.Second}, nil)
+	r := start(t, Options{Dirs: []string{root}, Settle: time.Second, MaxSettle: 10 * time.Second}, nil)
 	var want []string
 	for i := range 20 {
 		p := filepath.Join(root, string(rune('a'+i))+".yaml")
@@ -168,7 +168,7 @@ func TestRootComesAndGoes(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "conf.d")
 	// The parent's watch, not Poll; settled, as every caller is, so
 	// that the rm -rf is one change.
-	r := start(t, Options{Dirs: []string{root}, Poll: time.Hour, Settle: 100 * time.Millisecond}, nil)
+	r := start(t, Options{Dirs: []string{root}, Poll: time.Hour, Settle: 500 * time.Millisecond}, nil)
 	if c := r.since(0)[0]; !slices.Equal(c.Missing, []string{root}) || len(c.Dirty) != 0 {
 		t.Fatalf("first change %+v, want the root missing", c)
 	}
