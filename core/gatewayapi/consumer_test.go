@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/gatewayapi"
 )
 
@@ -95,4 +96,39 @@ func jsMsg(t *testing.T, m proto.Message) string {
 		t.Fatal(err)
 	}
 	return strings.ReplaceAll(string(b), " ", "")
+}
+
+// TestUnsupportedFilters: ExternalAuth and ExtensionRef filters, which
+// istiod's conversion refuses too, leave the route not accepted on its
+// parent (reason UnsupportedValue) and convert to no routes.
+func TestUnsupportedFilters(t *testing.T) {
+	for _, f := range []string{
+		`{type: ExternalAuth, externalAuth: {protocol: HTTP, backendRef: {name: authz, port: 80}, http: {}}}`,
+		`{type: ExtensionRef, extensionRef: {group: example.com, kind: Thing, name: x}}`,
+	} {
+		in := input(t, gateway, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: istio-system}
+spec:
+  parentRefs: [{name: gw, sectionName: same}]
+  rules: [{filters: [`+f+`], backendRefs: [{name: echo, port: 80}]}]
+`)
+		out := gatewayapi.Convert(in)
+		if len(out.VirtualServices) != 0 {
+			t.Errorf("%s: %d virtual services, want none", f, len(out.VirtualServices))
+		}
+		st := out.Status[config.Key{Kind: config.HTTPRoute, Namespace: "istio-system", Name: "r"}]
+		if st == nil || len(st.Parents) != 1 {
+			t.Fatalf("%s: route status %+v", f, st)
+		}
+		var accepted gatewayapi.Condition
+		for _, c := range st.Parents[0].Conditions {
+			if c.Type == "Accepted" {
+				accepted = c
+			}
+		}
+		if accepted.Status != "False" || accepted.Reason != "UnsupportedValue" {
+			t.Errorf("%s: Accepted %+v, want False UnsupportedValue", f, accepted)
+		}
+	}
 }
