@@ -16,6 +16,7 @@ package gatewayapi
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -201,12 +202,20 @@ func (c *converter) gateways() {
 			services = append(services, gw.Name+"-"+s.GatewayClassName+"."+gw.Namespace+".svc."+c.domain)
 		}
 		programmed := 0
+		frontend := frontendValidation(s.TLS)
 		for li, l := range s.Listeners {
 			ls := st.listener(l.Name)
 			proto := l.Protocol
 			if !listenerProtocols[proto] {
 				ls.set(condition{Type: "Accepted", Status: false, Reason: "UnsupportedProtocol", Message: "protocol " + proto + " is unsupported"})
 				ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "unsupported protocol"})
+				continue
+			}
+			if frontend && terminates(l) {
+				// Client certificate validation baremesh does not do:
+				// not served rather than served without it.
+				ls.set(condition{Type: "Accepted", Status: false, Reason: "UnsupportedValue", Message: "spec.tls.frontend (client certificate validation) is not supported"})
+				ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "spec.tls.frontend is not supported"})
 				continue
 			}
 			srv := &networking.Server{
@@ -257,6 +266,24 @@ func (c *converter) gateways() {
 }
 
 var listenerProtocols = map[string]bool{"HTTP": true, "HTTPS": true, "TLS": true, "TCP": true}
+
+// frontendValidation reports whether a Gateway's spec.tls asks for
+// client certificate validation (frontend).
+func frontendValidation(raw json.RawMessage) bool {
+	var t struct {
+		Frontend json.RawMessage `json:"frontend"`
+	}
+	return len(raw) > 0 && (json.Unmarshal(raw, &t) != nil || len(t.Frontend) > 0 && string(t.Frontend) != "null")
+}
+
+// terminates reports whether a listener terminates TLS (HTTPS, TLS
+// Terminate).
+func terminates(l gwapi.Listener) bool {
+	if l.Protocol == "HTTPS" {
+		return true
+	}
+	return l.Protocol == "TLS" && (l.TLS == nil || gwapi.Deref(l.TLS.Mode, "Terminate") == "Terminate")
+}
 
 func allowedKinds(l gwapi.Listener) []string {
 	var def []string

@@ -132,3 +132,32 @@ spec:
 		}
 	}
 }
+
+// TestFrontendValidationFailsClosed: a Gateway asking for client
+// certificate validation (spec.tls.frontend), which baremesh does not
+// do, gets no HTTPS listener (not programmed) rather than one that takes
+// any client; its HTTP listener is served.
+func TestFrontendValidationFailsClosed(t *testing.T) {
+	in := input(t, `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: mtls, namespace: edge}
+spec:
+  gatewayClassName: istio
+  tls: {frontend: {default: {validation: {caCertificateRefs: [{group: "", kind: ConfigMap, name: client-ca}]}}}}
+  listeners:
+  - {name: https, port: 443, protocol: HTTPS, tls: {certificateRefs: [{name: cert}]}}
+  - {name: http, port: 80, protocol: HTTP}
+`)
+	out := gatewayapi.Convert(in)
+	var names []string
+	for _, g := range out.Gateways {
+		names = append(names, g.Name)
+	}
+	if !slices.Equal(names, []string{gatewayapi.InternalGatewayName("mtls", "http")}) {
+		t.Errorf("converted gateways %v, want the http listener's only", names)
+	}
+	st := out.Status[config.Key{Kind: config.KubernetesGateway, Namespace: "edge", Name: "mtls"}]
+	if c, _ := st.Condition("Programmed"); c.Status != "False" {
+		t.Errorf("gateway Programmed %+v, want False", c)
+	}
+}
