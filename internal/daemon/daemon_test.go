@@ -265,11 +265,13 @@ func TestConfigzShowsAddressExhaustion(t *testing.T) {
 	t0 := time.Now()
 	d, _ := startDaemon(t, dir)
 	var cz configz
-	// 65,100 services under -race on a busy machine: more than pollUntil's
-	// 10s may pass, but not a minute.
+	// 65,100 services: 3 s alone, over a minute under -race at a load
+	// average of 30 (a make test run failed a one-minute bound). The
+	// deadline only guards against a hang; the cost is
+	// BenchmarkRegistryApplyAddressless's to show.
 	for cz = configzOf(t, d); len(cz.Model) == 0; cz = configzOf(t, d) {
-		if time.Since(t0) > time.Minute {
-			t.Fatal("no model problem on configz within a minute")
+		if time.Since(t0) > 5*time.Minute {
+			t.Fatal("no model problem on configz within 5 minutes")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
