@@ -68,26 +68,27 @@ echo "starting" >"$state"
 label="${PKG:-the suite minus: $SLOW}"
 echo "flake: $N run(s) of ${#pkgs[@]} package(s) ($label)${RUN:+, -run $RUN}${SKIP:+, -skip $SKIP}, -race -count=1, $HOG CPU hog(s); logs in $FLAKE_DIR" >&2
 
-# Compile first (not timed as a run) so a cold build's minutes do not count
-# against the first run, and the hog does not slow the build. -c builds
-# without running anything (not even a TestMain's set-up).
-echo "flake: building the test binaries" >&2
-go test -race -c -o "$FLAKE_DIR/bin/" "${pkgs[@]}" >"$FLAKE_DIR/build.log" 2>&1 || {
-  cat "$FLAKE_DIR/build.log" >&2; echo "flake: build failed" >&2; exit 2; }
-rm -rf "$FLAKE_DIR/bin"
-
-for ((h = 0; h < HOG; h++)); do
-  # A busy loop per core, at the tests' own priority.
-  bash -c 'while :; do :; done' &
-  hogs+=($!)
-done
-
 (
   while sleep 60; do
     echo "flake: $(((SECONDS - start) / 60)) min: $(cat "$state")" >&2
   done
 ) &
 ticker=$!
+
+# Compile first (not timed as a run) so a cold build's minutes do not count
+# against the first run, and the hog does not slow the build. -exec
+# /bin/true builds and links every test binary and runs none (not even a
+# TestMain's set-up); go test -c cannot, as two packages share a name.
+echo "building the test binaries" >"$state"
+echo "flake: building the test binaries" >&2
+go test -race -count=1 -exec /bin/true "${pkgs[@]}" >"$FLAKE_DIR/build.log" 2>&1 || {
+  cat "$FLAKE_DIR/build.log" >&2; echo "flake: build failed" >&2; exit 2; }
+
+for ((h = 0; h < HOG; h++)); do
+  # A busy loop per core, at the tests' own priority.
+  bash -c 'while :; do :; done' &
+  hogs+=($!)
+done
 
 fails=$FLAKE_DIR/failures
 : >"$fails"
