@@ -3,6 +3,7 @@ package ctl
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -116,7 +117,8 @@ func (e *Env) daemonConfigs() ([]config.Config, error) {
 			Spec        json.RawMessage   `json:"spec"`
 		} `json:"resources"`
 	}
-	if _, err := e.get("/debug/configz", nil, &cz); err != nil {
+	// all=1: every resource in one streamed answer (the page is bounded).
+	if _, err := e.get("/debug/configz", url.Values{"all": {"1"}}, &cz); err != nil {
 		return nil, err
 	}
 	var out []config.Config
