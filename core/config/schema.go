@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 	security "istio.io/api/security/v1beta1"
 	telemetry "istio.io/api/telemetry/v1alpha1"
@@ -159,10 +158,6 @@ var registry = func() map[Kind]*Schema {
 	}
 	return m
 }()
-
-// meshConfigSchema is not a store kind: mesh config is read from its own
-// file, never from config directories.
-var meshConfigSchema = &Schema{Kind: MeshConfig, Group: MeshGroup, Versions: []string{"v1alpha1"}, New: func() proto.Message { return &meshv1alpha1.MeshConfig{} }}
 
 // SchemaFor returns the schema of kind, or nil.
 func SchemaFor(kind Kind) *Schema { return registry[kind] }

@@ -177,11 +177,12 @@ const GRPCCertProvider = "default"
 func GRPCTLSContext(sans []*matcherv3.StringMatcher) *tlsv3.CommonTlsContext {
 	return &tlsv3.CommonTlsContext{
 		TlsCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: SDSDefault},
-		//nolint:staticcheck // deprecated; istiod keeps it for older gRPC clients
+		//lint:ignore SA1019 deprecated; istiod keeps it for older gRPC clients
 		TlsCertificateCertificateProviderInstance: &tlsv3.CommonTlsContext_CertificateProviderInstance{InstanceName: GRPCCertProvider, CertificateName: SDSDefault},
 		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 			CaCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: GRPCCertProvider, CertificateName: SDSRootCA},
-			MatchSubjectAltNames:          sans,
+			//lint:ignore SA1019 what istiod's grpcgen sets: grpc-go reads the SANs from here
+			MatchSubjectAltNames: sans,
 		}},
 	}
 }

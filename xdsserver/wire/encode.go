@@ -224,7 +224,8 @@ func GRPCServerOptions() []grpc.ServerOption {
 		// fewer write calls, and a connection gives it back after each
 		// flush, so idle proxies hold none.
 		grpc.WriteBufferSize(writeBufferSize),
-		grpc.SharedWriteBuffer(true),
+		// (gRPC shares the write buffer by default since SharedWriteBuffer
+		// was deprecated.)
 	}
 }
 

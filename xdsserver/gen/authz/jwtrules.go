@@ -67,6 +67,7 @@ func requestPrincipalID(v string) *rbacv3.Principal {
 
 // claimID matches one top-level claim's string value.
 func claimID(claim string, m *matcherv3.StringMatcher) *rbacv3.Principal {
+	//lint:ignore SA1019 what istiod sets (principal.go); parity
 	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Metadata{Metadata: &matcherv3.MetadataMatcher{
 		Filter: JWTFilterName,
 		Path:   metadataPath(jwtPayloadKey, claim),
@@ -103,6 +104,7 @@ func claimValuesID(path []string, vals []string) *rbacv3.Principal {
 	list := &matcherv3.ValueMatcher{MatchPattern: &matcherv3.ValueMatcher_ListMatch{ListMatch: &matcherv3.ListMatcher{
 		MatchPattern: &matcherv3.ListMatcher_OneOf{OneOf: one},
 	}}}
+	//lint:ignore SA1019 what istiod sets (principal.go); parity
 	return &rbacv3.Principal{Identifier: &rbacv3.Principal_Metadata{Metadata: &matcherv3.MetadataMatcher{
 		Filter: JWTFilterName,
 		Path:   metadataPath(append([]string{jwtPayloadKey}, path...)...),

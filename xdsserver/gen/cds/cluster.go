@@ -172,7 +172,8 @@ func dnsRefresh(c *clusterv3.Cluster, v *scope.View) {
 	if r := v.Push.Mesh.GetDnsRefreshRate(); r != nil {
 		rate = r
 	}
-	c.DnsRefreshRate, c.DnsJitter, c.RespectDnsTtl = rate, dnsJitter, true //nolint:staticcheck // deprecated for typed_dns_resolver_config; what istiod sets
+	//lint:ignore SA1019 deprecated for typed_dns_resolver_config; what istiod sets
+	c.DnsRefreshRate, c.DnsJitter, c.RespectDnsTtl = rate, dnsJitter, true
 }
 
 // Shared, never altered.

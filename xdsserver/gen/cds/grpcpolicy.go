@@ -68,8 +68,10 @@ func grpcOutlier(o *networking.OutlierDetection) *clusterv3.OutlierDetection {
 	switch {
 	case o.GetConsecutive_5XxErrors() != nil:
 		lower(o.GetConsecutive_5XxErrors().GetValue())
-	case o.GetConsecutiveErrors() > 0: //nolint:staticcheck // deprecated, still honoured
-		lower(uint32(o.GetConsecutiveErrors())) //nolint:staticcheck // deprecated, still honoured
+	//lint:ignore SA1019 deprecated, still honoured
+	case o.GetConsecutiveErrors() > 0:
+		//lint:ignore SA1019 deprecated, still honoured
+		lower(uint32(o.GetConsecutiveErrors()))
 	default:
 		lower(istioConsecutive5xx)
 	}

@@ -21,8 +21,10 @@ func TestGRPCOutlier(t *testing.T) {
 		{"unset: Istio's default 5", &networking.OutlierDetection{}, 5},
 		{"consecutive5xxErrors", &networking.OutlierDetection{Consecutive_5XxErrors: u(3)}, 3},
 		{"consecutive5xxErrors 0 turns it off", &networking.OutlierDetection{Consecutive_5XxErrors: u(0)}, 0},
-		{"deprecated consecutiveErrors", &networking.OutlierDetection{ConsecutiveErrors: 4}, 4},                                                  //nolint:staticcheck // deprecated field
-		{"consecutive5xxErrors wins over consecutiveErrors", &networking.OutlierDetection{Consecutive_5XxErrors: u(8), ConsecutiveErrors: 2}, 8}, //nolint:staticcheck // deprecated field
+		//lint:ignore SA1019 deprecated field
+		{"deprecated consecutiveErrors", &networking.OutlierDetection{ConsecutiveErrors: 4}, 4},
+		//lint:ignore SA1019 deprecated field
+		{"consecutive5xxErrors wins over consecutiveErrors", &networking.OutlierDetection{Consecutive_5XxErrors: u(8), ConsecutiveErrors: 2}, 8},
 		{"gateway errors lower", &networking.OutlierDetection{Consecutive_5XxErrors: u(7), ConsecutiveGatewayErrors: u(2)}, 2},
 		{"gateway errors with 5xx off", &networking.OutlierDetection{Consecutive_5XxErrors: u(0), ConsecutiveGatewayErrors: u(6)}, 6},
 		{"local origin failures", &networking.OutlierDetection{ConsecutiveLocalOriginFailures: u(1), SplitExternalLocalOriginErrors: true}, 1},

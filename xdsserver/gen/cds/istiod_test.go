@@ -162,9 +162,11 @@ func TestIstiodClusterDefaults(t *testing.T) {
 	// DNS clusters re-resolve every 60s (meshConfig dnsRefreshRate) with
 	// 100ms jitter, and as records expire.
 	dns := get("outbound|443||dns.example.com")
-	if dns.GetDnsRefreshRate().AsDuration().Seconds() != 60 || dns.GetDnsJitter().AsDuration().Milliseconds() != 100 || !dns.GetRespectDnsTtl() { //nolint:staticcheck // what istiod sets
+	//lint:ignore SA1019 checks the deprecated fields istiod sets
+	if dns.GetDnsRefreshRate().AsDuration().Seconds() != 60 || dns.GetDnsJitter().AsDuration().Milliseconds() != 100 || !dns.GetRespectDnsTtl() {
 		t.Errorf("dns.example.com: dns_refresh_rate %v, dns_jitter %v, respect_dns_ttl %v; want 60s, 0.100s, true",
-			dns.GetDnsRefreshRate(), dns.GetDnsJitter(), dns.GetRespectDnsTtl()) //nolint:staticcheck // as above
+			//lint:ignore SA1019 as above
+			dns.GetDnsRefreshRate(), dns.GetDnsJitter(), dns.GetRespectDnsTtl())
 	}
 
 	// A sidecar's cluster of an auto-detected port speaks the protocol

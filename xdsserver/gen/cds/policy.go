@@ -77,6 +77,7 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyles
 		c.LbPolicy = clusterv3.Cluster_RING_HASH
 		size := ch.GetRingHash().GetMinimumRingSize()
 		if size == 0 {
+			//lint:ignore SA1019 the deprecated setting is still honoured, as istiod does
 			size = ch.GetMinimumRingSize()
 		}
 		if size == 0 {
@@ -88,6 +89,7 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyles
 	switch lb.GetSimple() {
 	case networking.LoadBalancerSettings_ROUND_ROBIN:
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+	//lint:ignore SA1019 the deprecated setting is still honoured, as istiod does
 	case networking.LoadBalancerSettings_LEAST_REQUEST, networking.LoadBalancerSettings_LEAST_CONN:
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
 		if proxyless {

@@ -27,7 +27,8 @@ func TestSidecarOutlier(t *testing.T) {
 			`{"commonLbConfig":{"healthyPanicThreshold":{}},"outlierDetection":{"consecutive5xx":3,"enforcingConsecutive5xx":100,"enforcingSuccessRate":0}}`},
 		{"5xx 0 turns it off", &networking.OutlierDetection{Consecutive_5XxErrors: u(0)},
 			`{"commonLbConfig":{"healthyPanicThreshold":{}},"outlierDetection":{"consecutive5xx":0,"enforcingConsecutive5xx":0,"enforcingSuccessRate":0}}`},
-		{"deprecated consecutiveErrors ignored", &networking.OutlierDetection{ConsecutiveErrors: 4}, //nolint:staticcheck // deprecated field
+		//lint:ignore SA1019 deprecated field
+		{"deprecated consecutiveErrors ignored", &networking.OutlierDetection{ConsecutiveErrors: 4},
 			`{"commonLbConfig":{"healthyPanicThreshold":{}},"outlierDetection":{"enforcingSuccessRate":0}}`},
 		{"gateway errors", &networking.OutlierDetection{ConsecutiveGatewayErrors: u(2), MaxEjectionPercent: 30},
 			`{"commonLbConfig":{"healthyPanicThreshold":{}},"outlierDetection":{"consecutiveGatewayFailure":2,"enforcingConsecutiveGatewayFailure":100,"enforcingSuccessRate":0,"maxEjectionPercent":30}}`},

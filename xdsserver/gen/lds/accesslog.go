@@ -120,7 +120,8 @@ func jsonLogFormat(s *structpb.Struct, omitEmpty bool) *filev3.FileAccessLog_Log
 		s = istioJSONLogFormat()
 	}
 	return &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
-		Format:            &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: s},
+		Format: &corev3.SubstitutionFormatString_JsonFormat{JsonFormat: s},
+		//lint:ignore SA1019 what istiod sets (telemetry_logging.go); parity
 		JsonFormatOptions: &corev3.JsonFormatOptions{SortProperties: false},
 		OmitEmptyValues:   omitEmpty,
 	}}
@@ -169,6 +170,7 @@ func otelLog(p *meshv1alpha1.MeshConfig_ExtensionProvider_EnvoyOpenTelemetryLogP
 		format = t
 	}
 	cfg := &otelv3.OpenTelemetryAccessLogConfig{
+		//lint:ignore SA1019 what istiod sets (telemetry_logging.go); parity
 		CommonConfig: &grpcalv3.CommonGrpcAccessLogConfig{
 			LogName: name,
 			GrpcService: &corev3.GrpcService{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{

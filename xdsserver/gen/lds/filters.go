@@ -54,8 +54,6 @@ var (
 
 func routerFilter() *hcmv3.HttpFilter { return sharedRouter }
 
-func faultFilter() *hcmv3.HttpFilter { return sharedFault }
-
 // hcmRDS is an HTTP connection manager fetching route config name over
 // ADS, with Istio's sidecar filters: fault injection, CORS, then the
 // router.

@@ -128,9 +128,7 @@ func withTelemetry(o hcmOpts, v *scope.View) hcmOpts {
 	}
 	t.accessLog = accessLogsOf(cfg, v)
 	key := t.key()
-	if old, ok := telemetryMemo.LoadOrStore(key, t); ok {
-		t = old.(*hcmTelemetry)
-	}
+	telemetryMemo.LoadOrStore(key, t) // the first stored for key stays; o.tel names it
 	o.tel = key
 	return o
 }

@@ -45,7 +45,8 @@ func corsPolicy(in *networking.CorsPolicy) *corsv3.CorsPolicy {
 			}
 		}
 	} else {
-		for _, o := range in.GetAllowOrigin() { //nolint:staticcheck // deprecated, still honoured
+		//lint:ignore SA1019 deprecated, still honoured
+		for _, o := range in.GetAllowOrigin() {
 			out.AllowOriginStringMatch = append(out.AllowOriginStringMatch, &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: o}})
 		}
 	}

@@ -110,8 +110,10 @@ spec:
 					t.Errorf("%s: route %s: mirror %v, want disable_shadow_host_suffix_append, trace_sampled false", r.Name, rt.GetName(), m)
 				}
 			}
-			if ra.GetMaxGrpcTimeout() == nil || ra.GetMaxGrpcTimeout().AsDuration() != ra.GetTimeout().AsDuration() { //nolint:staticcheck // what istiod sets
-				t.Errorf("%s: route %s: max_grpc_timeout %v, want the timeout %v", r.Name, rt.GetName(), ra.GetMaxGrpcTimeout(), ra.GetTimeout()) //nolint:staticcheck // as above
+			//lint:ignore SA1019 what istiod sets
+			if ra.GetMaxGrpcTimeout() == nil || ra.GetMaxGrpcTimeout().AsDuration() != ra.GetTimeout().AsDuration() {
+				//lint:ignore SA1019 as above
+				t.Errorf("%s: route %s: max_grpc_timeout %v, want the timeout %v", r.Name, rt.GetName(), ra.GetMaxGrpcTimeout(), ra.GetTimeout())
 			}
 		}
 	}

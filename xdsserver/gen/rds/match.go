@@ -187,16 +187,19 @@ func (hs *headerMatchers) next(name string, s *networking.StringMatch, invert bo
 	h.Name, h.InvertMatch = name, invert
 	switch u := s.GetMatchType().(type) {
 	case *networking.StringMatch_Exact:
+		//lint:ignore SA1019 see headerMatchers: gRPC C-core before 1.53 rejects string_match
 		b.exact.ExactMatch = u.Exact
 		h.HeaderMatchSpecifier = &b.exact
 	case *networking.StringMatch_Prefix:
 		if u.Prefix == "" { // any value: Envoy wants a non-empty prefix
 			h.HeaderMatchSpecifier = presentMatch
 		} else {
+			//lint:ignore SA1019 see headerMatchers: gRPC C-core before 1.53 rejects string_match
 			b.prefix.PrefixMatch = u.Prefix
 			h.HeaderMatchSpecifier = &b.prefix
 		}
 	case *networking.StringMatch_Regex:
+		//lint:ignore SA1019 see headerMatchers: gRPC C-core before 1.53 rejects string_match
 		h.HeaderMatchSpecifier = &routev3.HeaderMatcher_SafeRegexMatch{SafeRegexMatch: &matcherv3.RegexMatcher{Regex: u.Regex}}
 	default:
 		h.HeaderMatchSpecifier = presentMatch

@@ -143,7 +143,9 @@ func fault(f *networking.HTTPFaultInjection) *faultv3.HTTPFault {
 	out := &faultv3.HTTPFault{}
 	if d := f.GetDelay(); d != nil {
 		fd := &faultcommonv3.FaultDelay{Percentage: percent(d.GetPercentage(), 100)}
-		if d.GetPercentage() == nil && d.GetPercent() > 0 { //nolint:staticcheck // deprecated, still honoured
+		//lint:ignore SA1019 deprecated, still honoured
+		if d.GetPercentage() == nil && d.GetPercent() > 0 {
+			//lint:ignore SA1019 the deprecated field is still honoured, as istiod does
 			fd.Percentage = &typev3.FractionalPercent{Numerator: uint32(d.GetPercent()), Denominator: typev3.FractionalPercent_HUNDRED}
 		}
 		if fixed := d.GetFixedDelay(); fixed != nil {

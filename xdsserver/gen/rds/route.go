@@ -145,6 +145,7 @@ func copyWithMatch(dst, r *routev3.Route, m *routev3.RouteMatch) {
 	dst.TypedPerFilterConfig = r.TypedPerFilterConfig
 	dst.RequestHeadersToAdd, dst.RequestHeadersToRemove = r.RequestHeadersToAdd, r.RequestHeadersToRemove
 	dst.ResponseHeadersToAdd, dst.ResponseHeadersToRemove = r.ResponseHeadersToAdd, r.ResponseHeadersToRemove
+	//lint:ignore SA1019 copies a route's fields through unchanged
 	dst.Tracing, dst.PerRequestBufferLimitBytes, dst.StatPrefix = r.Tracing, r.PerRequestBufferLimitBytes, r.StatPrefix
 	dst.RequestBodyBufferLimit, dst.RouteSpecifiers = r.RequestBodyBufferLimit, r.RouteSpecifiers
 }
@@ -341,7 +342,8 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 	// A proxyless client's too, as istiod's BuildDefaultHTTPOutboundRoute
 	// (gRPC reads the retry policy, not the timeouts).
 	ra.Timeout = noTimeout
-	ra.MaxGrpcTimeout = noTimeout //nolint:staticcheck // deprecated, what istiod sets (see action)
+	//lint:ignore SA1019 deprecated, what istiod sets (see action)
+	ra.MaxGrpcTimeout = noTimeout
 	ra.RetryPolicy = defaultRetryPolicy
 	// The DestinationRule's consistent hash goes on the default route too,
 	// proxyless or not, as istiod's BuildSidecarVirtualHostWrapper does
@@ -391,7 +393,8 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 		// A gRPC request's grpc-timeout header bounded by the route's
 		// timeout (none: no bound), as istiod's setTimeout; without it
 		// Envoy ignores the header.
-		ra.MaxGrpcTimeout = ra.Timeout //nolint:staticcheck // deprecated; istiod keeps it, max_stream_duration has regressions
+		//lint:ignore SA1019 deprecated; istiod keeps it, max_stream_duration has regressions
+		ra.MaxGrpcTimeout = ra.Timeout
 	}
 	// gRPC reads the retry conditions it knows and ignores the others
 	// and the host predicate, so a proxyless client gets istiod's policy

@@ -206,7 +206,8 @@ var (
 	allowAnyHost = &routev3.VirtualHost{Name: "allow_any", Domains: []string{"*"}, Routes: []*routev3.Route{{
 		Name: "allow_any", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
 		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: gen.PassthroughCluster},
-			Timeout: gen.Duration(0), MaxGrpcTimeout: gen.Duration(0)}}, //nolint:staticcheck // deprecated, what istiod sets
+			//lint:ignore SA1019 deprecated, what istiod sets
+			Timeout: gen.Duration(0), MaxGrpcTimeout: gen.Duration(0)}},
 	}}, IncludeRequestAttemptCount: true}
 	blockAllHost = &routev3.VirtualHost{Name: "block_all", Domains: []string{"*"}, Routes: []*routev3.Route{{
 		Name: "block_all", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},

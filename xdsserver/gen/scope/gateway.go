@@ -121,7 +121,7 @@ func ServerHostMatch(serverHost, gwNS, vsNS, vsHost string) bool {
 // Istio's ResolveShortnameToFQDN, parsing, would expand those two into
 // names that match nothing either.
 func (v *View) FQDN(host, ns string) string {
-	if host == "" || strings.IndexAny(host, ".*:") >= 0 {
+	if host == "" || strings.ContainsAny(host, ".*:") {
 		return host
 	}
 	return host + "." + ns + ".svc." + v.ClusterDomain()
