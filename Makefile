@@ -32,8 +32,15 @@ test-deps:
 # hack/heartbeat.sh prints a line a minute while a step runs (what is
 # being compiled or which test binaries are running); it changes nothing
 # of what runs.
+# staticcheck runs beside go vet (unused names, deprecated Envoy and gRPC
+# fields, simplifications); pinned, installed from the Go module proxy.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK         ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+
 test: test-deps
 	hack/heartbeat.sh "make test: go vet" $(GO) vet ./...
+	@$(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))' || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	hack/heartbeat.sh "make test: staticcheck" $(STATICCHECK) ./...
 	BAREMESH_CACHE_ASSERT=1 hack/heartbeat.sh "make test: go test" $(GO) test -race -count=1 -timeout 30m ./...
 
 # flake runs packages N times with -race -count=1 while a CPU hog keeps

@@ -69,9 +69,6 @@ func (a Record) Newer(b Record) bool {
 	}
 }
 
-// sameClaim reports whether a and b are versions of one claim.
-func (a Record) sameClaim(b Record) bool { return a.Stamp == b.Stamp && a.Owner == b.Owner }
-
 // message kinds on the wire (the first byte of every gossip message).
 const (
 	msgRecord byte = 1 // one Record, JSON

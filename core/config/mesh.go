@@ -62,8 +62,9 @@ func DefaultMeshConfig() *meshv1alpha1.MeshConfig {
 		OutboundTrafficPolicy:    &meshv1alpha1.MeshConfig_OutboundTrafficPolicy{Mode: meshv1alpha1.MeshConfig_OutboundTrafficPolicy_ALLOW_ANY},
 		InboundTrafficPolicy:     &meshv1alpha1.MeshConfig_InboundTrafficPolicy{Mode: meshv1alpha1.MeshConfig_InboundTrafficPolicy_PASSTHROUGH},
 		LocalityLbSetting:        &networking.LocalityLoadBalancerSetting{Enabled: wrapperspb.Bool(true)},
-		Certificates:             []*meshv1alpha1.Certificate{},
-		DefaultConfig:            DefaultProxyConfig(),
+		//lint:ignore SA1019 Istio's default mesh config sets it, as istiod's DefaultMeshConfig
+		Certificates:  []*meshv1alpha1.Certificate{},
+		DefaultConfig: DefaultProxyConfig(),
 
 		RootNamespace:                  "istio-system",
 		ProxyListenPort:                15001,

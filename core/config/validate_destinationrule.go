@@ -106,7 +106,8 @@ func checkOutlierDetection(errs *Errors, f string, o *networking.OutlierDetectio
 	checkDuration(errs, f+".interval", o.GetInterval())
 	checkPercent(errs, f+".maxEjectionPercent", o.GetMaxEjectionPercent())
 	checkPercent(errs, f+".minHealthPercent", o.GetMinHealthPercent())
-	if o.GetConsecutiveErrors() < 0 { //nolint:staticcheck // deprecated, still accepted
+	//lint:ignore SA1019 deprecated, still accepted
+	if o.GetConsecutiveErrors() < 0 {
 		errs.Add(f+".consecutiveErrors", "must not be negative")
 	}
 	if !o.GetSplitExternalLocalOriginErrors() && o.GetConsecutiveLocalOriginFailures().GetValue() > 0 {
@@ -196,7 +197,8 @@ func checkLoadBalancer(errs *Errors, f string, lb *networking.LoadBalancerSettin
 		case nil:
 			errs.Add(cf, "one of httpHeaderName, httpCookie, useSourceIp or httpQueryParameterName is required")
 		}
-		if ch.GetMinimumRingSize() != 0 && ch.GetHashAlgorithm() != nil { //nolint:staticcheck // deprecated field
+		//lint:ignore SA1019 deprecated field
+		if ch.GetMinimumRingSize() != 0 && ch.GetHashAlgorithm() != nil {
 			errs.Add(cf, "only one of minimumRingSize and ringHash/maglev may be set")
 		}
 		if ml := ch.GetMaglev(); ml != nil {

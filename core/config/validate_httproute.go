@@ -118,6 +118,7 @@ func checkFault(errs *Errors, f string, fault *networking.HTTPFaultInjection) {
 		}
 	}
 	if d := fault.GetDelay(); d != nil {
+		//lint:ignore SA1019 the deprecated field is still validated, as istiod does
 		checkPercent(errs, f+".delay.percent", d.GetPercent())
 		checkPercentage(errs, f+".delay.percentage", d.GetPercentage())
 		switch t := d.GetHttpDelayType().(type) {

@@ -167,6 +167,7 @@ func checkHTTPRoute(errs *Errors, f string, r *networking.HTTPRoute, delegate bo
 	checkHeaderOps(errs, f+".headers", r.GetHeaders())
 	checkCORS(errs, f+".corsPolicy", r.GetCorsPolicy())
 	checkFault(errs, f+".fault", r.GetFault())
+	//lint:ignore SA1019 the deprecated field is still validated, as istiod does
 	if mp := r.GetMirrorPercent(); mp != nil && mp.GetValue() > 100 {
 		errs.Add(f+".mirrorPercent", "%d is more than 100", mp.GetValue())
 	}

@@ -86,13 +86,6 @@ func (m *mesh) write(name, body string) {
 	}
 }
 
-func (m *mesh) remove(name string) {
-	m.t.Helper()
-	if err := os.Remove(filepath.Join(m.dir, name)); err != nil {
-		m.t.Fatal(err)
-	}
-}
-
 // bootstrap is a gRPC xDS bootstrap pointing at the mesh, with Istio's
 // proxyless node conventions.
 func (m *mesh) bootstrap(nodeID string) []byte {

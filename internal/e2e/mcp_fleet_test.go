@@ -50,6 +50,7 @@ func hasHeaderValue(value string) load.Predicate {
 			for _, vh := range v.Route(n).GetVirtualHosts() {
 				for _, r := range vh.GetRoutes() {
 					for _, h := range r.GetMatch().GetHeaders() {
+						//lint:ignore SA1019 sidecars get the deprecated exact_match (rds/match.go)
 						if h.GetStringMatch().GetExact() == value || h.GetExactMatch() == value { // sidecars get the deprecated exact_match
 							return true
 						}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,8 +292,7 @@ func daemonBinary(tb testing.TB) string {
 			return
 		}
 		builtBin = filepath.Join(dir, "baremeshd")
-		goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if out, err := exec.Command(goTool, "build", "-o", builtBin, "github.com/baremesh/baremesh/cmd/baremeshd").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-o", builtBin, "github.com/baremesh/baremesh/cmd/baremeshd").CombinedOutput(); err != nil {
 			builtErr = fmt.Errorf("go build baremeshd: %v\n%s", err, out)
 		}
 	})

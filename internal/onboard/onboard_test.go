@@ -18,7 +18,7 @@ func ctl(args ...string) (int, string, string) {
 
 func TestTokenCommands(t *testing.T) {
 	state := t.TempDir()
-	rc, tok, _ := ctl("token", "create", "--config", "/nonexistent/x.yaml", "--namespace", "a", "--service-account", "b")
+	rc, _, _ := ctl("token", "create", "--config", "/nonexistent/x.yaml", "--namespace", "a", "--service-account", "b")
 	if rc != 1 {
 		t.Fatalf("explicit missing config: rc %d", rc)
 	}

@@ -44,7 +44,7 @@ func newNode(t testing.TB, extra string) *node {
 	n.kubeconf = filepath.Join(n.dir, "kubeconfig")
 	writeKubeconfig(t, cfg, forwardAPI(t, n.ns, cfg), n.kubeconf)
 	n.list = n.confList(t, n.kubeconf, extra)
-	lo, err := libcni.ConfFromBytes([]byte(`{"cniVersion":"1.0.0","name":"lo","type":"loopback"}`))
+	lo, err := libcni.NetworkPluginConfFromBytes([]byte(`{"cniVersion":"1.0.0","name":"lo","type":"loopback"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -142,7 +141,7 @@ func TestTunnelVXLAN(t *testing.T) { runTunnel(t, KindVXLAN) }
 func TestTunnelGeneve(t *testing.T) {
 	nstest.RequireRoot(t)
 	if err := probeGeneve(t); err != nil {
-		t.Skip(fmt.Sprintf("skipping: the kernel refuses a geneve link (%v); the vxlan test covers the same code path", strings.TrimSpace(err.Error())))
+		t.Skipf("skipping: the kernel refuses a geneve link (%v); the vxlan test covers the same code path", strings.TrimSpace(err.Error()))
 	}
 	runTunnel(t, KindGeneve)
 }

@@ -328,7 +328,6 @@ type cutConn struct {
 	net.Conn
 	mu    sync.Mutex
 	after int64 // bytes still allowed; -1: no limit
-	cuts  int
 }
 
 func (c *cutConn) Write(b []byte) (int, error) {

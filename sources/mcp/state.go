@@ -105,7 +105,7 @@ func (s *state) apply(r *response, now time.Time) (ups []config.Config, dels []c
 			name = it.name
 		}
 		if err != nil {
-			label := string(ts.kind) + "/" + name
+			var label string
 			if name == "" {
 				nameless = true
 				label = fmt.Sprintf("%s (unnamed resource #%d)", ts.kind, len(bad)+1)

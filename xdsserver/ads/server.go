@@ -217,14 +217,6 @@ func (s *Server) connsSorted() []*conn {
 	return out
 }
 
-// short names typeURL for metrics and logs.
-func (s *Server) short(typeURL string) string {
-	if t := s.types[typeURL]; t != nil {
-		return t.Short
-	}
-	return typeURL
-}
-
 // Connected returns the number of open streams.
 func (s *Server) Connected() int {
 	s.mu.RLock()

@@ -33,7 +33,6 @@ type Cluster struct {
 	Client kubernetes.Interface
 	Dyn    dynamic.Interface
 	mu     sync.Mutex
-	admin  []byte
 }
 
 // Assets finds the binaries: KUBEBUILDER_ASSETS, else kube-assets' cache;

@@ -274,6 +274,7 @@ func httpProvider(pc *push.PushContext, c *meshv1alpha1.MeshConfig_ExtensionProv
 			return &provider{err: fmt.Errorf("pathPrefix %q must be a path beginning with '/'", pp)}
 		}
 	}
+	//lint:ignore SA1019 the deprecated field is still honoured, as istiod does
 	for _, hs := range [][]string{c.GetIncludeRequestHeadersInCheck(), c.GetIncludeHeadersInCheck(), c.GetHeadersToDownstreamOnDeny(),
 		c.GetHeadersToDownstreamOnAllow(), c.GetHeadersToUpstreamOnAllow()} {
 		if slices.Contains(hs, "*") {
@@ -306,6 +307,7 @@ func httpProvider(pc *push.PushContext, c *meshv1alpha1.MeshConfig_ExtensionProv
 	}
 	if hs := c.GetIncludeRequestHeadersInCheck(); len(hs) > 0 {
 		h.AllowedHeaders = headerList(hs)
+		//lint:ignore SA1019 the deprecated field is still honoured, as istiod does
 	} else if hs := c.GetIncludeHeadersInCheck(); len(hs) > 0 {
 		h.AllowedHeaders = headerList(hs)
 	}
