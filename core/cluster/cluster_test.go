@@ -97,14 +97,16 @@ func TestOwnerMovesOnReconnect(t *testing.T) {
 	owned(t, n, k, "b", true, all...)
 
 	// istio#43950: a hears nothing from the others while the proxy
-	// reconnects to b and a's stream only then ends.
+	// reconnects to b and a's stream only then ends. The cut lasts only
+	// from b's claim to a's release: waiting in it (for c to see b's
+	// claim) let a pull b's claim with its own push-pull, or declare b
+	// and c dead, under load (7 of 15 runs with a CPU hog failed).
 	b.Release(k)
 	a.Claim(k, data("3")) // back to a ...
 	owned(t, n, k, "a", true, all...)
 	n.cutOneWay("b", "a", true)
 	n.cutOneWay("c", "a", true)
 	b.Claim(k, data("4")) // ... and to b before a sees the disconnect
-	owned(t, n, k, "b", true, "b", "c")
 	a.Release(k)
 	if r, _ := a.Get(k); r.Owner != "a" || r.Connected() {
 		t.Fatalf("a saw b's claim too early; the race was not made: %+v", r)
