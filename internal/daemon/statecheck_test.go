@@ -111,7 +111,7 @@ func TestCorruptStateRefused(t *testing.T) {
 		if _, _, err := (&identity.TokenStore{Dir: tokens}).Create(identity.TokenSpec{Namespace: "default", ServiceAccount: "vm", TTL: 3600e9}); err != nil {
 			t.Fatal(err)
 		}
-		truncate(t, filepath.Join(tokens, identity.TokenFile))
+		truncateFile(t, filepath.Join(tokens, identity.TokenFile))
 		want := filepath.Join(tokens, identity.TokenFile)
 		if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "restore it") {
 			t.Fatalf("New: %v, want a refusal naming %s", err, want)
@@ -133,7 +133,7 @@ func TestCorruptStateRefused(t *testing.T) {
 		if _, _, err := CheckConfig(checkConfigArgs(cfg, false)); err != nil {
 			t.Fatalf("check-config with a good entries.json: %v", err)
 		}
-		truncate(t, state)
+		truncateFile(t, state)
 		if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), state) {
 			t.Fatalf("New: %v, want a refusal naming %s", err, state)
 		}
@@ -143,8 +143,8 @@ func TestCorruptStateRefused(t *testing.T) {
 	})
 }
 
-// truncate cuts a file in half, as a crash or a full disk might.
-func truncate(t *testing.T, path string) {
+// truncateFile cuts a file in half, as a crash or a full disk might.
+func truncateFile(t *testing.T, path string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
