@@ -22,6 +22,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/sources/kube/kubetest"
 	"github.com/baremesh/baremesh/sources/mcp"
 )
 
@@ -79,7 +80,8 @@ func startIstiodMesh(t *testing.T, meshConfig string, env ...string) *istiod {
 	if bin == "" || assets == "." || crds == "" {
 		t.Skipf("skipping: needs pilot-discovery (shared/tools/istio-bins), kube-apiserver (shared/tools/kube-assets) and the istio.io/istio module's CRDs; found %q %q %q", bin, assets, crds)
 	}
-	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: []string{crds}}}
+	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: []string{crds}},
+		ControlPlaneStartTimeout: kubetest.StartTimeout}
 	cfg, err := api.Start()
 	if err != nil {
 		t.Fatalf("kube-apiserver: %v", err)

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
 
 // istiod is Istio's pilot-discovery (shared/tools/istio-bins) over a test
@@ -108,7 +109,8 @@ func startIstiod(t *testing.T) *istiod {
 			}
 		}
 	}
-	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: crdPaths}}
+	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: crdPaths},
+		ControlPlaneStartTimeout: kubetest.StartTimeout}
 	cfg, err := api.Start()
 	if err != nil {
 		t.Fatalf("kube-apiserver: %v", err)

@@ -35,6 +35,10 @@ type Cluster struct {
 	mu     sync.Mutex
 }
 
+// StartTimeout is how long a test waits for kube-apiserver to come up
+// (envtest's default is 20 s).
+const StartTimeout = 2 * time.Minute
+
 // Assets finds the binaries: KUBEBUILDER_ASSETS, else kube-assets' cache;
 // "" when they are not built.
 func Assets() string {
@@ -93,6 +97,10 @@ func StartCluster(istio bool) (*Cluster, error) {
 	// kube-apiserver drains for longer than tests want to wait; after
 	// this it is killed, as a crashed one would be.
 	env.ControlPlaneStopTimeout = 5 * time.Second
+	// envtest waits 20 s for kube-apiserver to come up; on a busy 2-core
+	// machine several starting at once took longer (a make test run at a
+	// load average of 30 failed after five tries).
+	env.ControlPlaneStartTimeout = StartTimeout
 	if istio {
 		crds, err := IstioCRDs()
 		if err != nil {
