@@ -47,6 +47,7 @@ const (
 	TLSRoute          Kind = "TLSRoute"
 	ReferenceGrant    Kind = "ReferenceGrant"
 	BackendTLSPolicy  Kind = "BackendTLSPolicy"
+	ListenerSet       Kind = "ListenerSet"
 )
 
 // Group names.
@@ -151,6 +152,7 @@ var registry = func() map[Kind]*Schema {
 		{Kind: TLSRoute, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha3", "v1alpha2"}, New: newStruct, Validate: validateTLSRoute},
 		{Kind: ReferenceGrant, Group: GatewayAPIGroup, Versions: []string{"v1beta1", "v1", "v1alpha2"}, New: newStruct, Validate: validateReferenceGrant},
 		{Kind: BackendTLSPolicy, Group: GatewayAPIGroup, Versions: []string{"v1", "v1alpha3"}, New: newStruct, Validate: validateBackendTLSPolicy},
+		{Kind: ListenerSet, Group: GatewayAPIGroup, Versions: []string{"v1"}, New: newStruct, Validate: validateListenerSet},
 	}
 	m := make(map[Kind]*Schema, len(all))
 	for _, s := range all {

@@ -49,16 +49,35 @@ func validateKubernetesGateway(c *Config) Errors {
 	if len(s.Listeners) == 0 {
 		errs.Add("spec.listeners", "at least one listener is required")
 	}
+	checkListeners(&errs, "spec.listeners", s.Listeners, false)
+	for i, a := range s.Addresses {
+		f := idx("spec.addresses", i)
+		switch t := gwapi.Deref(a.Type, "IPAddress"); t {
+		case "IPAddress":
+			if a.Value != "" && !isIP(a.Value) {
+				errs.Add(f+".value", "%q is not an IP address", a.Value)
+			}
+		case "Hostname":
+			checkWildcardHost(&errs, f+".value", a.Value)
+		}
+	}
+	return errs
+}
+
+// checkListeners checks a Gateway's listeners, or a ListenerSet's
+// (entry: the port may be unset for HTTP and HTTPS).
+func checkListeners(errs *Errors, field string, listeners []gwapi.Listener, entry bool) {
 	names := map[string]bool{}
-	for i, l := range s.Listeners {
-		f := idx("spec.listeners", i)
+	for i, l := range listeners {
+		f := idx(field, i)
 		if l.Name == "" || !isDNSLabel(l.Name) {
 			errs.Add(f+".name", "%q is not a DNS-1123 label", l.Name)
 		} else if names[l.Name] {
 			errs.Add(f+".name", "duplicate listener name %q", l.Name)
 		}
 		names[l.Name] = true
-		if l.Port < 1 || l.Port > 65535 {
+		defaultPort := entry && l.Port == 0 && (l.Protocol == "HTTP" || l.Protocol == "HTTPS")
+		if !defaultPort && (l.Port < 1 || l.Port > 65535) {
 			errs.Add(f+".port", "%d is not a port number (1-65535)", l.Port)
 		}
 		if !listenerProtocols[l.Protocol] && !strings.Contains(l.Protocol, "/") {
@@ -68,7 +87,7 @@ func validateKubernetesGateway(c *Config) Errors {
 			if l.Protocol == "TCP" || l.Protocol == "UDP" {
 				errs.Add(f+".hostname", "must not be set for protocol %s", l.Protocol)
 			} else {
-				checkWildcardHost(&errs, f+".hostname", *l.Hostname)
+				checkWildcardHost(errs, f+".hostname", *l.Hostname)
 			}
 		}
 		switch {
@@ -104,18 +123,6 @@ func validateKubernetesGateway(c *Config) Errors {
 			}
 		}
 	}
-	for i, a := range s.Addresses {
-		f := idx("spec.addresses", i)
-		switch t := gwapi.Deref(a.Type, "IPAddress"); t {
-		case "IPAddress":
-			if a.Value != "" && !isIP(a.Value) {
-				errs.Add(f+".value", "%q is not an IP address", a.Value)
-			}
-		case "Hostname":
-			checkWildcardHost(&errs, f+".value", a.Value)
-		}
-	}
-	return errs
 }
 
 func checkParentRefs(errs *Errors, refs []gwapi.ParentReference) {
@@ -499,5 +506,21 @@ func validateBackendTLSPolicy(c *Config) Errors {
 			errs.Add(f+".type", "unknown type %q (Hostname or URI)", san.Type)
 		}
 	}
+	return errs
+}
+
+func validateListenerSet(c *Config) Errors {
+	var errs Errors
+	var s gwapi.ListenerSetSpec
+	if !decodeInto(&errs, c, &s) {
+		return errs
+	}
+	if s.ParentRef.Name == "" {
+		errs.Add("spec.parentRef.name", "required")
+	}
+	if len(s.Listeners) == 0 {
+		errs.Add("spec.listeners", "at least one listener is required")
+	}
+	checkListeners(&errs, "spec.listeners", s.Listeners, true)
 	return errs
 }

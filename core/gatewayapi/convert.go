@@ -52,6 +52,8 @@ const (
 // lists them and are not altered.
 type Input struct {
 	Classes, Gateways, HTTPRoutes, GRPCRoutes, TCPRoutes, TLSRoutes, Grants []config.Config
+	// ListenerSets add listeners to Gateways that allow them.
+	ListenerSets []config.Config
 	// BackendTLSPolicies become DestinationRules.
 	BackendTLSPolicies []config.Config
 	// ServiceEntries resolve ServiceEntry parents and Hostname backends.
@@ -90,6 +92,7 @@ func Convert(in Input) *Output {
 	c.indexGrants()
 	c.classes()
 	c.gateways()
+	c.listenerSets()
 	c.httpRoutes(config.HTTPRoute, in.HTTPRoutes)
 	c.httpRoutes(config.GRPCRoute, in.GRPCRoutes)
 	c.l4Routes(config.TCPRoute, in.TCPRoutes)
@@ -105,15 +108,20 @@ type converter struct {
 	domain string
 	// classOK: class name -> implemented by us.
 	classOK map[string]bool
-	// listeners: "ns/gateway" -> the gateway's converted listeners.
+	// listeners: "ns/gateway" (a ListenerSet's: "ListenerSet/ns/name")
+	// -> its converted listeners.
 	listeners map[string][]*listener
-	grants    []grant
+	// parents: "ns/gateway" -> the Gateways of our classes, for their
+	// ListenerSets.
+	parents map[string]*gatewayParent
+	grants  []grant
 	// merged VirtualServices by key (parent + host), in creation order.
 	vs map[string]*mergedVS
 }
 
 type listener struct {
-	gw       *config.Config
+	gw       *config.Config // the Gateway or ListenerSet
+	key      string         // its key in converter.listeners
 	spec     gwapi.Listener
 	internal string // "ns/name" of the converted Gateway
 	hosts    []string
@@ -174,6 +182,7 @@ func (c *converter) status(cfg *config.Config) *Status {
 
 func (c *converter) gateways() {
 	c.listeners = map[string][]*listener{}
+	c.parents = map[string]*gatewayParent{}
 	for i := range c.in.Gateways {
 		gw := &c.in.Gateways[i]
 		s, err := decode[gwapi.GatewaySpec](c, gw)
@@ -201,58 +210,9 @@ func (c *converter) gateways() {
 		if len(s.Addresses) == 0 {
 			services = append(services, gw.Name+"-"+s.GatewayClassName+"."+gw.Namespace+".svc."+c.domain)
 		}
-		programmed := 0
 		frontend := frontendValidation(s.TLS)
-		for li, l := range s.Listeners {
-			ls := st.listener(l.Name)
-			proto := l.Protocol
-			if !listenerProtocols[proto] {
-				ls.set(condition{Type: "Accepted", Status: false, Reason: "UnsupportedProtocol", Message: "protocol " + proto + " is unsupported"})
-				ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "unsupported protocol"})
-				continue
-			}
-			if frontend && terminates(l) {
-				// Client certificate validation baremesh does not do:
-				// not served rather than served without it.
-				ls.set(condition{Type: "Accepted", Status: false, Reason: "UnsupportedValue", Message: "spec.tls.frontend (client certificate validation) is not supported"})
-				ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "spec.tls.frontend is not supported"})
-				continue
-			}
-			srv := &networking.Server{
-				Port:  &networking.Port{Number: uint32(l.Port), Name: "default", Protocol: proto},
-				Hosts: hostMatch(gw.Namespace, l),
-			}
-			tls, terr := c.serverTLS(gw, l)
-			if terr != "" {
-				ls.set(condition{Type: "ResolvedRefs", Status: false, Reason: "InvalidCertificateRef", Message: terr})
-				ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "Bad TLS configuration"})
-			}
-			srv.Tls = tls
-			if tls == nil && (proto == "HTTPS" || proto == "TLS") {
-				continue
-			}
-			name := InternalGatewayName(gw.Name, l.Name)
-			anno := map[string]string{
-				AnnoGatewaySemantics: Semantics,
-				AnnoGatewayService:   strings.Join(services, ","),
-				AnnoParents:          "Gateway/" + gw.Name + "/" + l.Name + "." + gw.Namespace,
-			}
-			c.out.Gateways = append(c.out.Gateways, config.Config{
-				Meta: config.Meta{GVK: config.SchemaFor(config.Gateway).GVK(), Name: name, Namespace: gw.Namespace,
-					Annotations: anno, CreationTime: gw.CreationTime, Source: gw.Source},
-				Spec: &networking.Gateway{Servers: []*networking.Server{srv}, Selector: map[string]string{GatewayNameLabel: gw.Name}},
-			})
-			c.listeners[gw.Namespace+"/"+gw.Name] = append(c.listeners[gw.Namespace+"/"+gw.Name], &listener{
-				gw: gw, spec: s.Listeners[li], internal: gw.Namespace + "/" + name, hosts: srv.Hosts, kinds: allowedKinds(l),
-			})
-			if terr == "" {
-				programmed++
-				ls.set(condition{Type: "Accepted", Status: true, Reason: "Accepted", Message: "No errors found"})
-				ls.set(condition{Type: "Programmed", Status: true, Reason: "Programmed", Message: "No errors found"})
-				ls.set(condition{Type: "ResolvedRefs", Status: true, Reason: "ResolvedRefs", Message: "No errors found"})
-				ls.set(condition{Type: "Conflicted", Status: false, Reason: "NoConflicts", Message: "No errors found"})
-			}
-		}
+		c.parents[gw.Namespace+"/"+gw.Name] = &gatewayParent{cfg: gw, spec: s, services: services, frontend: frontend}
+		programmed := c.convertListeners(gw, "Gateway", gw.Name, services, s.Listeners, frontend, gw.Namespace+"/"+gw.Name)
 		st.set("", condition{Type: "Accepted", Status: true, Reason: "Accepted", Message: "Resource accepted"})
 		switch {
 		case len(skipped) > 0:
@@ -263,6 +223,65 @@ func (c *converter) gateways() {
 			st.set("", condition{Type: "Programmed", Status: true, Reason: "Programmed", Message: "Resource programmed, bound to proxies labelled " + GatewayNameLabel + "=" + gw.Name})
 		}
 	}
+}
+
+// convertListeners converts the listeners of owner (a Gateway, or a
+// ListenerSet of one, kind says which) to one Gateway each, selecting
+// the proxies of gateway selector, and records them under key for
+// routes to attach to. It returns how many are programmed.
+func (c *converter) convertListeners(owner *config.Config, kind, selector string, services []string, listeners []gwapi.Listener, frontend bool, key string) int {
+	programmed := 0
+	for li, l := range listeners {
+		ls := c.status(owner).listener(l.Name)
+		proto := l.Protocol
+		if !listenerProtocols[proto] {
+			ls.set(condition{Type: "Accepted", Status: false, Reason: "UnsupportedProtocol", Message: "protocol " + proto + " is unsupported"})
+			ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "unsupported protocol"})
+			continue
+		}
+		if frontend && terminates(l) {
+			// Client certificate validation baremesh does not do:
+			// not served rather than served without it.
+			ls.set(condition{Type: "Accepted", Status: false, Reason: "UnsupportedValue", Message: "spec.tls.frontend (client certificate validation) is not supported"})
+			ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "spec.tls.frontend is not supported"})
+			continue
+		}
+		srv := &networking.Server{
+			Port:  &networking.Port{Number: uint32(l.Port), Name: "default", Protocol: proto},
+			Hosts: hostMatch(owner.Namespace, l),
+		}
+		tls, terr := c.serverTLS(owner, l)
+		if terr != "" {
+			ls.set(condition{Type: "ResolvedRefs", Status: false, Reason: "InvalidCertificateRef", Message: terr})
+			ls.set(condition{Type: "Programmed", Status: false, Reason: "Invalid", Message: "Bad TLS configuration"})
+		}
+		srv.Tls = tls
+		if tls == nil && (proto == "HTTPS" || proto == "TLS") {
+			continue
+		}
+		name := InternalGatewayName(owner.Name, l.Name)
+		anno := map[string]string{
+			AnnoGatewaySemantics: Semantics,
+			AnnoGatewayService:   strings.Join(services, ","),
+			AnnoParents:          kind + "/" + owner.Name + "/" + l.Name + "." + owner.Namespace,
+		}
+		c.out.Gateways = append(c.out.Gateways, config.Config{
+			Meta: config.Meta{GVK: config.SchemaFor(config.Gateway).GVK(), Name: name, Namespace: owner.Namespace,
+				Annotations: anno, CreationTime: owner.CreationTime, Source: owner.Source},
+			Spec: &networking.Gateway{Servers: []*networking.Server{srv}, Selector: map[string]string{GatewayNameLabel: selector}},
+		})
+		c.listeners[key] = append(c.listeners[key], &listener{
+			gw: owner, key: key, spec: listeners[li], internal: owner.Namespace + "/" + name, hosts: srv.Hosts, kinds: allowedKinds(l),
+		})
+		if terr == "" {
+			programmed++
+			ls.set(condition{Type: "Accepted", Status: true, Reason: "Accepted", Message: "No errors found"})
+			ls.set(condition{Type: "Programmed", Status: true, Reason: "Programmed", Message: "No errors found"})
+			ls.set(condition{Type: "ResolvedRefs", Status: true, Reason: "ResolvedRefs", Message: "No errors found"})
+			ls.set(condition{Type: "Conflicted", Status: false, Reason: "NoConflicts", Message: "No errors found"})
+		}
+	}
+	return programmed
 }
 
 var listenerProtocols = map[string]bool{"HTTP": true, "HTTPS": true, "TLS": true, "TCP": true}

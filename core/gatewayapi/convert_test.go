@@ -30,6 +30,8 @@ func input(t *testing.T, docs ...string) gatewayapi.Input {
 			in.TLSRoutes = append(in.TLSRoutes, c)
 		case config.ReferenceGrant:
 			in.Grants = append(in.Grants, c)
+		case config.ListenerSet:
+			in.ListenerSets = append(in.ListenerSets, c)
 		case config.BackendTLSPolicy:
 			in.BackendTLSPolicies = append(in.BackendTLSPolicies, c)
 		case config.ServiceEntry:

@@ -2,6 +2,7 @@ package gatewayapi_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -159,5 +160,62 @@ spec:
 	st := out.Status[config.Key{Kind: config.KubernetesGateway, Namespace: "edge", Name: "mtls"}]
 	if c, _ := st.Condition("Programmed"); c.Status != "False" {
 		t.Errorf("gateway Programmed %+v, want False", c)
+	}
+}
+
+// TestListenerSet: a ListenerSet's listeners become Gateways named after
+// it, bound to the parent's proxies, when the parent allows its
+// namespace (allowedListeners; none by default); a route attaches with a
+// ListenerSet parentRef (parity gatewayapi/listenerset).
+func TestListenerSet(t *testing.T) {
+	in := input(t, `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: edge}
+spec:
+  gatewayClassName: istio
+  allowedListeners: {namespaces: {from: Same}}
+  listeners: [{name: http, port: 80, protocol: HTTP}]
+`, `apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: more, namespace: edge}
+spec:
+  parentRef: {name: gw}
+  listeners: [{name: web, protocol: HTTP, hostname: web.example.com}]
+`, `apiVersion: gateway.networking.k8s.io/v1
+kind: ListenerSet
+metadata: {name: other, namespace: apps}
+spec:
+  parentRef: {name: gw, namespace: edge}
+  listeners: [{name: web, port: 81, protocol: HTTP}]
+`, `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: r, namespace: edge}
+spec:
+  parentRefs: [{kind: ListenerSet, name: more}]
+  rules: [{backendRefs: [{name: echo, port: 80}]}]
+`)
+	out := gatewayapi.Convert(in)
+	gws := map[string]string{}
+	for _, g := range out.Gateways {
+		s := g.Spec.(*networking.Gateway)
+		gws[g.Namespace+"/"+g.Name] = s.GetSelector()[gatewayapi.GatewayNameLabel] + " " + s.GetServers()[0].GetHosts()[0] + " " + strconv.Itoa(int(s.GetServers()[0].GetPort().GetNumber()))
+	}
+	want := map[string]string{
+		"edge/" + gatewayapi.InternalGatewayName("gw", "http"):  "gw edge/* 80",
+		"edge/" + gatewayapi.InternalGatewayName("more", "web"): "gw edge/web.example.com 80",
+	}
+	if len(gws) != len(want) {
+		t.Fatalf("gateways %v, want %v", gws, want)
+	}
+	for k, w := range want {
+		if gws[k] != w {
+			t.Errorf("%s: %q, want %q", k, gws[k], w)
+		}
+	}
+	if len(out.VirtualServices) != 1 || out.VirtualServices[0].Spec.(*networking.VirtualService).GetGateways()[0] != "edge/"+gatewayapi.InternalGatewayName("more", "web") {
+		t.Errorf("virtual services %v, want one bound to the ListenerSet's listener", out.VirtualServices)
+	}
+	if c, _ := out.Status[config.Key{Kind: config.ListenerSet, Namespace: "apps", Name: "other"}].Condition("Accepted"); c.Status != "False" || c.Reason != "NotAllowed" {
+		t.Errorf("apps/other Accepted %+v, want False NotAllowed", c)
 	}
 }

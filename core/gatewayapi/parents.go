@@ -38,7 +38,9 @@ func (c *converter) resolveParents(route *config.Config, refs []gwapi.ParentRefe
 		p := parent{ref: normalizeRef(r, route.Namespace)}
 		switch {
 		case p.ref.Group == gwapi.Group && p.ref.Kind == "Gateway":
-			c.attachGateway(&p, route, kind, hostnames)
+			c.attachGateway(&p, route, kind, hostnames, p.ref.Namespace+"/"+p.ref.Name)
+		case p.ref.Group == gwapi.Group && p.ref.Kind == "ListenerSet":
+			c.attachGateway(&p, route, kind, hostnames, "ListenerSet/"+p.ref.Namespace+"/"+p.ref.Name)
 		case p.ref.Group == "" && p.ref.Kind == "Service":
 			p.mesh, p.port = true, p.ref.Port
 			p.hosts = []string{p.ref.Name + "." + p.ref.Namespace + ".svc." + c.domain}
@@ -63,10 +65,10 @@ func (c *converter) resolveParents(route *config.Config, refs []gwapi.ParentRefe
 	return out
 }
 
-func (c *converter) attachGateway(p *parent, route *config.Config, kind string, hostnames []string) {
-	ls, ok := c.listeners[p.ref.Namespace+"/"+p.ref.Name]
+func (c *converter) attachGateway(p *parent, route *config.Config, kind string, hostnames []string, key string) {
+	ls, ok := c.listeners[key]
 	if !ok {
-		p.reason, p.message = "NoMatchingParent", "gateway "+p.ref.Namespace+"/"+p.ref.Name+" not found or not of an istio class"
+		p.reason, p.message = "NoMatchingParent", strings.ToLower(p.ref.Kind)+" "+p.ref.Namespace+"/"+p.ref.Name+" not found or not of an istio class"
 		return
 	}
 	reason := "NoMatchingParent"
@@ -232,7 +234,7 @@ func (c *converter) allowedByIsolation(l *listener, routeHost string) bool {
 	if ours != "" && !hostMatches(ours, routeHost) && !hostMatches(routeHost, ours) && routeHost != "*" {
 		return false
 	}
-	for _, other := range c.listeners[l.gw.Namespace+"/"+l.gw.Name] {
+	for _, other := range c.listeners[l.key] {
 		theirs := gwapi.Deref(other.spec.Hostname, "")
 		if other == l || other.spec.Port != l.spec.Port || other.spec.Protocol != l.spec.Protocol || theirs == ours {
 			continue

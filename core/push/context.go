@@ -249,7 +249,7 @@ var indexedKinds = []config.Kind{
 	config.WorkloadEntry, config.ServiceEntry,
 	config.RequestAuthentication, config.EnvoyFilter, config.Telemetry,
 	config.GatewayClass, config.KubernetesGateway, config.HTTPRoute, config.GRPCRoute,
-	config.TCPRoute, config.TLSRoute, config.ReferenceGrant, config.BackendTLSPolicy,
+	config.TCPRoute, config.TLSRoute, config.ReferenceGrant, config.BackendTLSPolicy, config.ListenerSet,
 }
 
 // Build makes the snapshot after prev (nil for the first), rebuilding only

@@ -12,7 +12,7 @@ import (
 // Gateways and VirtualServices when a snapshot is built.
 var gatewayAPIKinds = []config.Kind{
 	config.GatewayClass, config.KubernetesGateway, config.HTTPRoute, config.GRPCRoute,
-	config.TCPRoute, config.TLSRoute, config.ReferenceGrant, config.BackendTLSPolicy,
+	config.TCPRoute, config.TLSRoute, config.ReferenceGrant, config.BackendTLSPolicy, config.ListenerSet,
 }
 
 // gatewayAPIState is a snapshot's conversion: its output and the
@@ -56,8 +56,8 @@ func (pc *PushContext) convertGatewayAPI(prev *PushContext, changed *Changed) {
 			HTTPRoutes: pc.Configs(config.HTTPRoute), GRPCRoutes: pc.Configs(config.GRPCRoute),
 			TCPRoutes: pc.Configs(config.TCPRoute), TLSRoutes: pc.Configs(config.TLSRoute),
 			Grants: pc.Configs(config.ReferenceGrant), ServiceEntries: pc.Configs(config.ServiceEntry),
-			BackendTLSPolicies: pc.Configs(config.BackendTLSPolicy),
-			HasService:         func(host, _ string) bool { return len(pc.services.byHost[host]) > 0 },
+			BackendTLSPolicies: pc.Configs(config.BackendTLSPolicy), ListenerSets: pc.Configs(config.ListenerSet),
+			HasService: func(host, _ string) bool { return len(pc.services.byHost[host]) > 0 },
 		})
 	} else {
 		out = prevState.out

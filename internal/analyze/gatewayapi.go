@@ -48,8 +48,8 @@ func gatewayAPI(ix *index) []Message {
 		HTTPRoutes: vals(config.HTTPRoute), GRPCRoutes: vals(config.GRPCRoute),
 		TCPRoutes: vals(config.TCPRoute), TLSRoutes: vals(config.TLSRoute),
 		Grants: vals(config.ReferenceGrant), ServiceEntries: vals(config.ServiceEntry),
-		BackendTLSPolicies: vals(config.BackendTLSPolicy),
-		HasService:         func(h, _ string) bool { return ix.hostExists(h) },
+		BackendTLSPolicies: vals(config.BackendTLSPolicy), ListenerSets: vals(config.ListenerSet),
+		HasService: func(h, _ string) bool { return ix.hostExists(h) },
 	})
 	var out []Message
 	for _, k := range []config.Kind{config.HTTPRoute, config.GRPCRoute, config.TCPRoute, config.TLSRoute} {

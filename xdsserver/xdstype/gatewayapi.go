@@ -8,7 +8,7 @@ import "github.com/baremesh/baremesh/core/config"
 // bind to gateways or, through a Service parent, to sidecars).
 func init() {
 	for _, k := range []config.Kind{config.GatewayClass, config.KubernetesGateway, config.HTTPRoute, config.GRPCRoute,
-		config.TCPRoute, config.TLSRoute, config.ReferenceGrant, config.BackendTLSPolicy} {
+		config.TCPRoute, config.TLSRoute, config.ReferenceGrant, config.BackendTLSPolicy, config.ListenerSet} {
 		for _, t := range []*Type{Cluster, Listener, Route, Secret} {
 			t.Affects[k] = Everyone
 		}

@@ -1,6 +1,6 @@
 // Package gwapi holds the specs of the Kubernetes Gateway API kinds
 // (gateway.networking.k8s.io: GatewayClass, Gateway, HTTPRoute, GRPCRoute,
-// TCPRoute, TLSRoute, ReferenceGrant, BackendTLSPolicy) as plain Go structs with the API's
+// TCPRoute, TLSRoute, ReferenceGrant, BackendTLSPolicy, ListenerSet) as plain Go structs with the API's
 // JSON names, as of Gateway API v1.6.
 //
 // They are our own copies, not sigs.k8s.io/gateway-api's: that module
@@ -25,13 +25,13 @@ type GatewayClassSpec struct {
 
 // GatewaySpec is a Gateway's spec.
 type GatewaySpec struct {
-	GatewayClassName string           `json:"gatewayClassName"`
-	Listeners        []Listener       `json:"listeners"`
-	Addresses        []GatewayAddress `json:"addresses,omitempty"`
-	Infrastructure   json.RawMessage  `json:"infrastructure,omitempty"`
-	AllowedListeners json.RawMessage  `json:"allowedListeners,omitempty"`
-	TLS              json.RawMessage  `json:"tls,omitempty"`
-	DefaultScope     string           `json:"defaultScope,omitempty"`
+	GatewayClassName string            `json:"gatewayClassName"`
+	Listeners        []Listener        `json:"listeners"`
+	Addresses        []GatewayAddress  `json:"addresses,omitempty"`
+	Infrastructure   json.RawMessage   `json:"infrastructure,omitempty"`
+	AllowedListeners *AllowedListeners `json:"allowedListeners,omitempty"`
+	TLS              json.RawMessage   `json:"tls,omitempty"`
+	DefaultScope     string            `json:"defaultScope,omitempty"`
 }
 
 // GatewayAddress is one of spec.addresses.
@@ -330,6 +330,27 @@ type ReferenceGrantTo struct {
 	Group string  `json:"group"`
 	Kind  string  `json:"kind"`
 	Name  *string `json:"name,omitempty"`
+}
+
+// AllowedListeners says which namespaces' ListenerSets may attach to a
+// Gateway (none when unset).
+type AllowedListeners struct {
+	Namespaces *RouteNamespaces `json:"namespaces,omitempty"`
+}
+
+// ListenerSetSpec is a ListenerSet's spec: listeners added to a Gateway.
+// Its listeners are ListenerEntries: a Listener whose port may be unset.
+type ListenerSetSpec struct {
+	ParentRef ParentGatewayReference `json:"parentRef"`
+	Listeners []Listener             `json:"listeners"`
+}
+
+// ParentGatewayReference names a ListenerSet's Gateway.
+type ParentGatewayReference struct {
+	Group     *string `json:"group,omitempty"`
+	Kind      *string `json:"kind,omitempty"`
+	Name      string  `json:"name"`
+	Namespace *string `json:"namespace,omitempty"`
 }
 
 // BackendTLSPolicySpec is a BackendTLSPolicy's spec: how proxies
