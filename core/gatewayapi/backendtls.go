@@ -24,10 +24,6 @@ import (
 // the lower name), as istiod; a sectionName makes the settings
 // port-level, on the port of that name.
 
-type tlsTarget struct {
-	kind, name, section string
-}
-
 type tlsPolicy struct {
 	cfg  *config.Config
 	spec *gwapi.BackendTLSPolicySpec

@@ -135,8 +135,6 @@ type mergedVS struct {
 	gateway string // "mesh" or "ns/name"
 	host    string
 	parts   []vsPart
-	tcp     bool
-	tls     bool
 	// consumer: mesh routes of consumers (see vsTarget), exported to
 	// their namespace only.
 	consumer bool
