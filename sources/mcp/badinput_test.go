@@ -138,7 +138,9 @@ func TestClosedMidResponse(t *testing.T) {
 		if w.port("a") != 80 {
 			t.Fatal("last good state lost")
 		}
-		poll(t, "all resources after the reconnect", 10*time.Second, func() bool {
+		// A hang guard: under -race at a load average of 30, 10 s was
+		// not enough for 2,000 resources twice over.
+		poll(t, "all resources after the reconnect", time.Minute, func() bool {
 			return len(w.agg.List(config.ServiceEntry, "")) == 2001
 		})
 		if d := w.deletes(); d != 0 {
@@ -220,7 +222,9 @@ func TestFiftyThousandInOneResponse(t *testing.T) {
 		_, up0 := w.counts()
 		start := time.Now()
 		srv.put(seURL, ses(50000, 80))
-		poll(t, "50,001 resources", 2*time.Minute, func() bool { return len(w.agg.List(config.ServiceEntry, "")) == 50001 })
+		// A hang guard (the figure is logged below): under -race at a
+		// load average of 30, 2 minutes was not enough.
+		poll(t, "50,001 resources", 6*time.Minute, func() bool { return len(w.agg.List(config.ServiceEntry, "")) == 50001 })
 		_, up := w.counts()
 		t.Logf("50,000 resources in one response: in the store after %v, %d sink update(s)", time.Since(start).Round(time.Millisecond), up-up0)
 		if up-up0 != 1 {
