@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -60,6 +62,9 @@ func (c *cluster) discoverIstio(ctx context.Context) {
 				continue
 			}
 			gvr := schema.GroupVersionResource{Group: s.Group, Version: v, Resource: res}
+			if !c.mayList(ctx, k, gvr) {
+				break // looked for again at the next poll
+			}
 			ik := &istioKind{kind: k, gvr: gvr, inf: c.dynFactory.ForResource(gvr).Informer()}
 			kind := k
 			c.handle(ik.inf, func(obj any) {
@@ -80,6 +85,31 @@ func (c *cluster) discoverIstio(ctx context.Context) {
 		c.dynFactory.Start(ctx.Done())
 		c.log.Info("following Istio kinds", "kinds", started)
 	}
+}
+
+// mayList reports whether the cluster lets baremeshd list gvr. A kind
+// whose CRD is served but whose ClusterRole lacks it (a cluster upgraded
+// to new CRDs with the previous release's ClusterRole) would keep its
+// informer unsynced, and the whole cluster with it: it is left out, named
+// as a problem with what to grant, and tried again at the next poll. Any
+// other error is the informer's to retry.
+func (c *cluster) mayList(ctx context.Context, k config.Kind, gvr schema.GroupVersionResource) bool {
+	origin := c.id + "/" + string(k) + " (RBAC)"
+	_, err := c.dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+	if apierrors.IsForbidden(err) {
+		c.mu.Lock()
+		had := c.problems[origin]
+		c.problems[origin] = true
+		c.mu.Unlock()
+		if !had {
+			c.log.Warn("not allowed to list a kind the cluster serves; it is not followed", "kind", k, "resource", gvr.Resource+"."+gvr.Group, "err", err)
+			c.src.sink.SetProblems(origin, []store.Problem{{Resource: string(k), Since: time.Now(),
+				Error: fmt.Sprintf("cluster %s: not allowed to list %s.%s: grant get, list and watch on it in baremeshd's ClusterRole (as examples/mixed-mesh/clusterrole.yaml does); %s is not followed until then", c.id, gvr.Resource, gvr.Group, k)}})
+		}
+		return false
+	}
+	c.setProblem(origin, "", nil)
+	return true
 }
 
 func (c *cluster) waitIstioSynced(ctx context.Context) bool {
