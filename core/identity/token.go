@@ -79,21 +79,21 @@ func secretMatches(secret []byte, hash string) bool {
 
 // TokenRecord is a join token as stored (without its secret).
 type TokenRecord struct {
-	ID             string     `json:"id"`
-	SHA256         string     `json:"sha256"`
-	Namespace      string     `json:"namespace"`
-	ServiceAccount string     `json:"serviceAccount"`
-	Group          string     `json:"group,omitempty"`
-	Created        time.Time  `json:"created"`
-	Expires        time.Time  `json:"expires"`
-	MaxUses        int        `json:"maxUses,omitempty"` // 0: any number within its lifetime
-	Uses           int        `json:"uses"`
+	ID             string    `json:"id"`
+	SHA256         string    `json:"sha256"`
+	Namespace      string    `json:"namespace"`
+	ServiceAccount string    `json:"serviceAccount"`
+	Group          string    `json:"group,omitempty"`
+	Created        time.Time `json:"created"`
+	Expires        time.Time `json:"expires"`
+	MaxUses        int       `json:"maxUses,omitempty"` // 0: any number within its lifetime
+	Uses           int       `json:"uses"`
 	// UsesBy are the uses other replicas of a cluster spent, as last
 	// merged (TokenStore.Merge); this replica's own are Uses minus their
 	// sum.
-	UsesBy map[string]int `json:"usesBy,omitempty"`
-	LastUsed       *time.Time `json:"lastUsed,omitempty"`
-	Revoked        *time.Time `json:"revoked,omitempty"`
+	UsesBy   map[string]int `json:"usesBy,omitempty"`
+	LastUsed *time.Time     `json:"lastUsed,omitempty"`
+	Revoked  *time.Time     `json:"revoked,omitempty"`
 }
 
 // State is "valid", "expired", "revoked" or "used up" at now.
