@@ -1,6 +1,7 @@
 // Package testkit holds the test habits every package that starts
 // goroutines shares: one poll-with-deadline helper (Eventually) instead of
-// sleeps, and one goroutine-leak check for TestMain (Main, leak.go). It
+// sleeps, one goroutine-leak check for TestMain (Main, leak.go), and
+// AsNobody for tests that must not run as root (nobody.go). It
 // has no domain types and imports nothing of ours, so any tree may use it
 // in tests (internal/arch allows it even to the node agent).
 package testkit

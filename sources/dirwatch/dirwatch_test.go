@@ -236,8 +236,7 @@ func TestReadFileIsHardened(t *testing.T) {
 // directory whatever its mode, so as root the test runs itself again as
 // nobody (uid 65534) from a copy of the test binary.
 func TestUnreadableDirectory(t *testing.T) {
-	if os.Geteuid() == 0 {
-		asNobody(t, "^TestUnreadableDirectory$")
+	if testkit.AsNobody(t, "^TestUnreadableDirectory$") {
 		return
 	}
 	root := t.TempDir()

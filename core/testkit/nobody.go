@@ -1,4 +1,4 @@
-package dirwatch
+package testkit
 
 import (
 	"io"
@@ -10,11 +10,20 @@ import (
 	"testing"
 )
 
-// asNobody runs the tests matching pattern from a copy of this test
-// binary as uid/gid 65534 with a TMPDIR that user owns, and fails if they
-// fail (as sources/file's tests do: root reads every directory).
-func asNobody(t *testing.T, pattern string) {
+// AsNobody reports whether the test must run as another user to mean
+// anything (root reads every directory whatever its mode) and, if so, has
+// already run it: the tests matching pattern, from a copy of this test
+// binary, as uid/gid 65534 with a TMPDIR and HOME that user owns; t fails
+// if they fail or none ran. A test of unreadable files starts with
+//
+//	if testkit.AsNobody(t, "^TestName$") {
+//		return
+//	}
+func AsNobody(t *testing.T, pattern string) bool {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		return false
+	}
 	if os.Getenv("BAREMESH_TEST_AS_NOBODY") != "" {
 		t.Fatal("still root after dropping privileges")
 	}
@@ -26,18 +35,18 @@ func asNobody(t *testing.T, pattern string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	tmp, bin := filepath.Join(base, "tmp"), filepath.Join(base, "dirwatch.test")
+	defer os.RemoveAll(base)
+	tmp, bin := filepath.Join(base, "tmp"), filepath.Join(base, filepath.Base(self))
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []error{os.Chmod(base, 0o755), os.Chown(tmp, 65534, 65534), copyFile(self, bin)} {
+	for _, step := range []error{os.Chmod(base, 0o755), os.Chown(tmp, 65534, 65534), copyExecutable(self, bin)} {
 		if step != nil {
 			t.Fatal(step)
 		}
 	}
 	cmd := exec.Command(bin, "-test.run="+pattern, "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "BAREMESH_TEST_AS_NOBODY=1", "HOME="+tmp)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp, "BAREMESH_TEST_AS_NOBODY=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out, err := cmd.CombinedOutput()
 	t.Logf("as nobody:\n%s", out)
@@ -47,9 +56,10 @@ func asNobody(t *testing.T, pattern string) {
 	if !strings.Contains(string(out), "--- PASS") {
 		t.Fatal("as nobody: no test ran")
 	}
+	return true
 }
 
-func copyFile(from, to string) error {
+func copyExecutable(from, to string) error {
 	in, err := os.Open(from)
 	if err != nil {
 		return err
