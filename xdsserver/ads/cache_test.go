@@ -1,7 +1,6 @@
 package ads
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,20 +71,7 @@ func (e *cacheEnv) fetch(t *testing.T, nodeID string, names ...string) *discover
 
 func (e *cacheEnv) fetchType(t *testing.T, typeURL, nodeID string, names ...string) *discovery.DiscoveryResponse {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	st, err := e.client.StreamAggregatedResources(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: nodeID}, TypeUrl: typeURL, ResourceNames: names}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := st.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return ask(t, e.client, &corev3.Node{Id: nodeID}, typeURL, names...)
 }
 
 func TestEDSCacheSharesAcrossProxies(t *testing.T) {
@@ -174,36 +160,15 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps := &fixedSnaps{}
-	snaps.pc.Store(pc)
-	var mu sync.Mutex
-	var mismatch []string
-	srv := New(snaps, Options{CacheAssert: true, OnCacheMismatch: func(m string) {
-		mu.Lock()
-		mismatch = append(mismatch, m)
-		mu.Unlock()
-	}, Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Listener: lds.Generate})})
-	client := serveForTest(t, srv)
+	client, mm := cachedServer(t, pc, true, map[*xdstype.Type]gen.Generator{xdstype.Listener: lds.Generate})
 	fetch := func(ip string, md map[string]string) []string {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		st, err := client.StreamAggregatedResources(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		fields := map[string]*structpb.Value{}
 		for k, v := range md {
 			fields[k] = structpb.NewStringValue(v)
 		}
 		node := &corev3.Node{Id: "sidecar~" + ip + "~p.ns~ns.svc.cluster.local", Metadata: &structpb.Struct{Fields: fields}}
-		if err := st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: xdstype.Listener.URL}); err != nil {
-			t.Fatal(err)
-		}
-		r, err := st.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := ask(t, client, node, xdstype.Listener.URL)
 		var names []string
 		for _, a := range r.GetResources() {
 			var l listenerv3.Listener
@@ -222,10 +187,8 @@ spec:
 		plain = fetch("10.0.0.1"+strconv.Itoa(i), map[string]string{"DNS_AUTO_ALLOCATE": "true"})
 		allocated = fetch("10.0.0.2"+strconv.Itoa(i), allocate)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(mismatch) != 0 {
-		t.Fatalf("cache assertion: %v", mismatch)
+	if m := mm.list(); len(m) != 0 {
+		t.Fatalf("cache assertion: %v", m)
 	}
 	if len(plain) != 1 || plain[0] != "0.0.0.0_5432" {
 		t.Errorf("without DNS_CAPTURE: listeners %v, want [0.0.0.0_5432]", plain)

@@ -1,14 +1,11 @@
 package ads
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -51,49 +48,26 @@ spec: {mtls: {mode: STRICT}}
 			if !assert {
 				t.Setenv("BAREMESH_CACHE_ASSERT", "0") // the assertion would regenerate
 			}
-			snaps := &fixedSnaps{}
-			snaps.pc.Store(pc)
 			var gens [3]atomic.Int64
 			count := func(i int, g gen.Generator) gen.Generator {
 				return func(in gen.Input) ([]gen.Resource, error) { gens[i].Add(1); return g(in) }
 			}
-			var mu sync.Mutex
-			var mismatch []string
-			srv := New(snaps, Options{CacheAssert: assert, OnCacheMismatch: func(m string) {
-				mu.Lock()
-				mismatch = append(mismatch, m)
-				mu.Unlock()
-			}, Types: typesWith(map[*xdstype.Type]gen.Generator{
-				xdstype.Cluster: count(0, cds.Generate), xdstype.Listener: count(1, lds.Generate), xdstype.Route: count(2, rds.Generate)})})
-			client := serveForTest(t, srv)
+			client, mm := cachedServer(t, pc, assert, map[*xdstype.Type]gen.Generator{
+				xdstype.Cluster: count(0, cds.Generate), xdstype.Listener: count(1, lds.Generate), xdstype.Route: count(2, rds.Generate)})
 			for i := range 5 {
 				node := istioSidecar(t, i)
 				for _, typ := range []struct {
 					url   string
 					names []string
 				}{{xdstype.Cluster.URL, nil}, {xdstype.Listener.URL, nil}, {xdstype.Route.URL, []string{"80"}}} {
-					ctx, cancel := context.WithCancel(context.Background())
-					st, err := client.StreamAggregatedResources(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := st.Send(&discovery.DiscoveryRequest{Node: node, TypeUrl: typ.url, ResourceNames: typ.names}); err != nil {
-						t.Fatal(err)
-					}
-					r, err := st.Recv()
-					cancel()
-					if err != nil {
-						t.Fatal(err)
-					}
+					r := ask(t, client, node, typ.url, typ.names...)
 					if len(r.GetResources()) == 0 {
 						t.Fatalf("%s: no resources for %s", typ.url, node.GetId())
 					}
 				}
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(mismatch) != 0 {
-				t.Fatalf("cache assertion: %v", mismatch)
+			if m := mm.list(); len(m) != 0 {
+				t.Fatalf("cache assertion: %v", m)
 			}
 			if assert {
 				return
@@ -147,42 +121,19 @@ spec:
 			if !assert {
 				t.Setenv("BAREMESH_CACHE_ASSERT", "0") // the assertion would regenerate
 			}
-			snaps := &fixedSnaps{}
-			snaps.pc.Store(pc)
 			var gens atomic.Int64
-			var mu sync.Mutex
-			var mismatch []string
-			srv := New(snaps, Options{CacheAssert: assert, OnCacheMismatch: func(m string) {
-				mu.Lock()
-				mismatch = append(mismatch, m)
-				mu.Unlock()
-			}, Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Endpoint: func(in gen.Input) ([]gen.Resource, error) {
+			client, mm := cachedServer(t, pc, assert, map[*xdstype.Type]gen.Generator{xdstype.Endpoint: func(in gen.Input) ([]gen.Resource, error) {
 				gens.Add(1)
 				return eds.Generate(in)
-			}})})
-			client := serveForTest(t, srv)
+			}})
 			for i := range 5 {
-				ctx, cancel := context.WithCancel(context.Background())
-				st, err := client.StreamAggregatedResources(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := st.Send(&discovery.DiscoveryRequest{Node: istioSidecar(t, i), TypeUrl: xdstype.Endpoint.URL}); err != nil {
-					t.Fatal(err)
-				}
-				r, err := st.Recv()
-				cancel()
-				if err != nil {
-					t.Fatal(err)
-				}
+				r := ask(t, client, istioSidecar(t, i), xdstype.Endpoint.URL)
 				if len(r.GetResources()) != 1 {
 					t.Fatalf("wildcard EDS: %d resources, want 1 (web's port 80)", len(r.GetResources()))
 				}
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(mismatch) != 0 {
-				t.Fatalf("cache assertion: %v", mismatch)
+			if m := mm.list(); len(m) != 0 {
+				t.Fatalf("cache assertion: %v", m)
 			}
 			if g := gens.Load(); !assert && g != 1 {
 				t.Errorf("5 wildcard EDS streams of one key: %d generations, want 1", g)
