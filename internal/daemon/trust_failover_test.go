@@ -130,10 +130,26 @@ func TestTLSProxiesFailOver(t *testing.T) {
 		}
 		return n
 	}
+	// What each replica holds, for a failure message.
+	holds := func() string {
+		var out string
+		for _, r := range targets {
+			byOwner := map[string]int{}
+			for _, rec := range r.Cluster().Records() {
+				byOwner[fmt.Sprintf("%s connected=%v", rec.Owner, rec.Connected())]++
+			}
+			out += fmt.Sprintf(" %s: %v;", r.Cluster().Name(), byOwner)
+		}
+		return out
+	}
 	for _, r := range targets {
-		testkit.EventuallyWithin(t, 30*time.Second, r.Cluster().Name()+" to hold every registration, owned by cp-a", func() bool {
-			return ownedBy(r, "cp-a") == proxies
-		})
+		deadline := time.Now().Add(30 * time.Second)
+		for ownedBy(r, "cp-a") != proxies {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out after 30s waiting for %s to hold every registration, owned by cp-a; held:%s", r.Cluster().Name(), holds())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 
 	if err := a.Cluster().Shutdown(false); err != nil { // no leave: a crash
