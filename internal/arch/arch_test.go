@@ -38,6 +38,10 @@ var forbidden = map[string][]string{
 	"xdsserver/wire":    {"xdsserver/xdstype", "xdsserver/build", "xdsserver/ads", "xdsserver/debug"},
 	"xdsserver/build":   {"xdsserver/ads", "xdsserver/debug"},
 	"xdsserver/ads":     {"xdsserver/debug"},
+	// The TLS port is transport: it knows no service on it; the CA
+	// service knows the port and no other part of the xDS server.
+	"xdsserver/tlsport": {"xdsserver/ca", "xdsserver/ads", "xdsserver/gen", "xdsserver/build", "xdsserver/xdstype", "xdsserver/wire", "xdsserver/debug", "xdsserver/dryrun", "xdsserver/envoyfilter"},
+	"xdsserver/ca":      {"xdsserver/ads", "xdsserver/gen", "xdsserver/build", "xdsserver/xdstype", "xdsserver/wire", "xdsserver/debug", "xdsserver/dryrun", "xdsserver/envoyfilter"},
 }
 
 func TestDependencyDirection(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/xdsserver/ca"
+	"github.com/baremesh/baremesh/xdsserver/tlsport"
 )
 
 // kubeClients is the Kubernetes source's clusters for the CA's token
@@ -67,7 +68,7 @@ type identityParts struct {
 	tokens *identity.TokenStore
 	// peers are the TLS port's per-peer limits (failed
 	// authentications, CSR rate), shared by the CA and xDS.
-	peers *ca.Peers
+	peers *tlsport.Peers
 	grpc  *grpc.Server
 	lis   net.Listener
 }
@@ -126,7 +127,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 		p.authn = append(p.authn.(identity.Chain), kr)
 		p.xdsAuthn = append(p.xdsAuthn.(identity.Chain), kr)
 	}
-	p.peers = ca.NewPeers(ca.Limits{}, log, d.reg)
+	p.peers = tlsport.NewPeers(tlsport.Limits{}, log, d.reg)
 	p.srv = ca.New(ca.Options{CA: authority, Authenticator: p.authn, TrustDomain: trustDomain,
 		DefaultTTL: d.cfg.WorkloadCertTTL.Duration, MaxTTL: d.cfg.MaxWorkloadCertTTL.Duration,
 		Logger: log, Registerer: d.reg, PreAuthenticator: p.xdsAuthn, Peers: p.peers})
@@ -134,7 +135,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	if len(sans) == 0 {
 		sans = DefaultTLSSANs()
 	}
-	tlsCfg, err := ca.ServerTLS(authority, sans)
+	tlsCfg, err := tlsport.ServerTLS(authority, sans)
 	if err != nil {
 		return fmt.Errorf("TLS port certificate: %w", err)
 	}
@@ -145,7 +146,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	// message (the CA's stream handler, the xDS Authenticate hook), so
 	// an unauthenticated caller costs no message buffer; its headers are
 	// bounded here (a bearer token is a few KB; gRPC's default is 16 MB).
-	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(ca.ServerCredentials(tlsCfg)), grpc.MaxHeaderListSize(maxTLSHeaderBytes))...)
+	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(tlsport.ServerCredentials(tlsCfg)), grpc.MaxHeaderListSize(maxTLSHeaderBytes))...)
 	p.srv.Register(p.grpc)
 	d.xds.Register(p.grpc) // authenticated xDS beside the CA (xdsauth.go)
 	d.Handle("/debug/certz", p.srv.CertzHandler())

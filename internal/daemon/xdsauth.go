@@ -17,9 +17,9 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/workloads"
 	"github.com/baremesh/baremesh/xdsserver/ads"
-	"github.com/baremesh/baremesh/xdsserver/ca"
 	"github.com/baremesh/baremesh/xdsserver/gen/istioconfig"
 	"github.com/baremesh/baremesh/xdsserver/gen/sds"
+	"github.com/baremesh/baremesh/xdsserver/tlsport"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -80,7 +80,7 @@ func (d *Daemon) authenticateXDS(ctx context.Context) (*model.Identity, error) {
 	if until, ok := d.id.peers.Throttled(pr.Addr.String()); ok {
 		return nil, status.Errorf(codes.ResourceExhausted, "throttled: peer throttled until %s after repeated failed authentications", until.UTC().Format(time.RFC3339))
 	}
-	c, err := d.id.xdsAuthn.Authenticate(ctx, ca.CredentialsFromContext(ctx))
+	c, err := d.id.xdsAuthn.Authenticate(ctx, tlsport.CredentialsFromContext(ctx))
 	if err != nil {
 		if !identity.IsAuthError(err) {
 			return nil, status.Errorf(codes.Unavailable, "authentication: %v", err)

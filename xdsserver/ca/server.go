@@ -3,11 +3,12 @@
 // TLS port: it authenticates the caller (join token or client certificate,
 // through an identity.Authenticator), checks that the CSR asks for the
 // caller's own identity, signs it with the mesh CA and returns the chain as
-// istiod does (leaf, intermediates..., root last). It also makes the TLS
-// listener's configuration and keeps the /debug/certz record.
+// istiod does (leaf, intermediates..., root last). It keeps the
+// /debug/certz record. The port itself (TLS configuration, transport,
+// per-peer limits, the credentials a call presents) is xdsserver/tlsport's.
 //
-// It imports core only (core/identity), never sources or other xdsserver
-// packages.
+// It imports core (core/identity) and xdsserver/tlsport only, never
+// sources or other xdsserver packages.
 package ca
 
 import (
@@ -25,6 +26,7 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/xdsserver/tlsport"
 )
 
 // Options configure a Server.
@@ -49,7 +51,7 @@ type Options struct {
 	// Peers keeps per-peer limits (failed authentications, CSR rate),
 	// shared with the xDS server on the same port; nil makes one with
 	// the default Limits.
-	Peers *Peers
+	Peers *tlsport.Peers
 }
 
 // Server implements IstioCertificateServiceServer. Safe for concurrent use.
@@ -78,7 +80,7 @@ func New(opts Options) *Server {
 		opts.CertzSize = 1000
 	}
 	if opts.Peers == nil {
-		opts.Peers = NewPeers(Limits{}, opts.Logger, opts.Registerer)
+		opts.Peers = tlsport.NewPeers(tlsport.Limits{}, opts.Logger, opts.Registerer)
 	}
 	return &Server{opts: opts, log: opts.Logger, metrics: newMetrics(opts.Registerer), certz: newCertz(opts.CertzSize)}
 }
@@ -101,7 +103,7 @@ func (s *Server) Register(g *grpc.Server) {
 // before the request is read; then CreateCertificate.
 func (s *Server) create(st grpc.ServerStream) error {
 	ctx := st.Context()
-	creds := CredentialsFromContext(ctx)
+	creds := tlsport.CredentialsFromContext(ctx)
 	log := s.log.With("peer", creds.Peer)
 	if until, ok := s.opts.Peers.Throttled(creds.Peer); ok {
 		return s.refuseReason(log, codes.ResourceExhausted, "throttled",
@@ -152,7 +154,7 @@ func (s *Server) authFailed(log *slog.Logger, creds identity.Credentials, err er
 // checked before the caller is authenticated, so a malformed request never
 // spends a join token's use.
 func (s *Server) CreateCertificate(ctx context.Context, req *pb.IstioCertificateRequest) (*pb.IstioCertificateResponse, error) {
-	creds := CredentialsFromContext(ctx)
+	creds := tlsport.CredentialsFromContext(ctx)
 	log := s.log.With("peer", creds.Peer)
 	csr, want, err := identity.ParseCSR([]byte(req.GetCsr()))
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/xdsserver/tlsport"
 )
 
 const td = "cluster.local"
@@ -52,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	tdf := func() string { return td }
 	e.srv = New(Options{CA: ca, TrustDomain: tdf, Registerer: e.reg,
 		Authenticator: identity.Chain{&identity.CertAuthenticator{CA: ca}, &identity.TokenAuthenticator{Store: e.tokens, TrustDomain: tdf}}})
-	tlsCfg, err := ServerTLS(ca, []string{"istiod.istio-system.svc", "127.0.0.1"})
+	tlsCfg, err := tlsport.ServerTLS(ca, []string{"istiod.istio-system.svc", "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.Creds(ServerCredentials(tlsCfg)))
+	g := grpc.NewServer(grpc.Creds(tlsport.ServerCredentials(tlsCfg)))
 	e.srv.Register(g)
 	go g.Serve(lis)
 	t.Cleanup(g.Stop)
@@ -299,4 +300,13 @@ func (e *env) metric(name, label string) float64 {
 		}
 	}
 	return 0
+}
+
+// pemDER is the DER of a PEM block (nil if p holds none).
+func pemDER(p string) []byte {
+	b, _ := pem.Decode([]byte(p))
+	if b == nil {
+		return nil
+	}
+	return b.Bytes
 }

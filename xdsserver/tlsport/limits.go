@@ -1,4 +1,4 @@
-package ca
+package tlsport
 
 import (
 	"log/slog"
