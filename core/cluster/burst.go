@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -16,7 +17,9 @@ import (
 // broadcasts if every member answered and nothing was queued meanwhile:
 // they hold nothing the members lack.
 //
-// The same sync runs for every change while a member has recently died.
+// The same sync runs when a member joins, so that it holds the table
+// whichever member it joined through and whatever was queued before it
+// came; and for every change while a member has recently died.
 // memberlist keeps gossiping to a dead member for GossipToTheDeadTime (30 s
 // by default, so that one declared dead by mistake hears it and refutes),
 // and each gossip target draws its own records from the queue, each record
@@ -63,21 +66,19 @@ func (t *Table) burstSync() {
 		t.mu.Lock()
 		seq := t.queued
 		t.mu.Unlock()
-		// The members' addresses as the membership events gave them
-		// (reading memberlist's own node records races with its updates).
-		t.failedMu.Lock()
-		addrs := make([]string, 0, len(t.members))
-		for _, n := range t.members {
-			addrs = append(addrs, n.Address())
-		}
-		t.failedMu.Unlock()
+		addrs := t.memberAddrs()
 		if len(addrs) == 0 {
 			continue
 		}
 		start := time.Now()
 		n, err := t.pushPull(addrs)
+		// The queue is dropped only if the sync reached every member
+		// there is now: one that joined meanwhile (through another
+		// member, perhaps before that one had our table) may lack what
+		// the queue holds.
+		now := t.memberAddrs()
 		t.mu.Lock()
-		if n == len(addrs) && t.queued == seq {
+		if n == len(addrs) && t.queued == seq && slices.Equal(now, addrs) {
 			t.queue.Reset()
 		}
 		t.mu.Unlock()
@@ -89,6 +90,20 @@ func (t *Table) burstSync() {
 		case <-time.After(burstGap):
 		}
 	}
+}
+
+// memberAddrs are the other live members' addresses, sorted, as the
+// membership events gave them (reading memberlist's own node records
+// races with its updates).
+func (t *Table) memberAddrs() []string {
+	t.failedMu.Lock()
+	addrs := make([]string, 0, len(t.members))
+	for _, n := range t.members {
+		addrs = append(addrs, n.Address())
+	}
+	t.failedMu.Unlock()
+	slices.Sort(addrs)
+	return addrs
 }
 
 // pushPull syncs the table with each address at once (memberlist's Join

@@ -49,9 +49,10 @@ func (t *Table) startGossip() error {
 			t.o.Logger.Info("joined the cluster", "seeds answered", n, "members", ml.NumMembers())
 		}
 	}
-	t.wg.Add(2)
+	t.wg.Add(3)
 	go t.rejoin()
 	go t.burstSync()
+	go t.directSends()
 	return nil
 }
 
@@ -158,16 +159,28 @@ func (delegate) NodeMeta(int) []byte { return nil }
 // NotifyMsg takes a broadcast record; one new to this replica is passed
 // on (memberlist does not relay user messages itself).
 func (d delegate) NotifyMsg(msg []byte) {
-	d.t.o.Metrics.received("broadcast", len(msg))
+	kind := "broadcast"
+	if len(msg) > 0 && msg[0] == msgState {
+		kind = "direct"
+	}
+	d.t.o.Metrics.received(kind, len(msg))
 	rs, ss, err := decodeAll(msg)
 	if err != nil {
 		d.t.o.Logger.Warn("gossip message dropped", "err", err)
 		return
 	}
+	// A broadcast record new here is passed on by gossip, as before;
+	// records sent directly (a state message: a broadcast carries one
+	// record) went to every member the sender knows, and are not sent on
+	// (direct.go).
+	s := spreadGossip
+	if msg[0] == msgState {
+		s = spreadNone
+	}
 	d.t.mu.Lock()
 	defer d.t.mu.Unlock()
 	for _, r := range rs {
-		d.t.mergeLocked(r, true)
+		d.t.mergeLocked(r, s)
 	}
 	for _, s := range ss {
 		d.t.mergeSharedLocked(s, true)
@@ -212,7 +225,7 @@ func (d delegate) MergeRemoteState(buf []byte, _ bool) {
 	d.t.mu.Lock()
 	defer d.t.mu.Unlock()
 	for _, r := range rs {
-		d.t.mergeLocked(r, false)
+		d.t.mergeLocked(r, spreadNone)
 	}
 	for _, s := range ss {
 		d.t.mergeSharedLocked(s, false)
@@ -233,6 +246,11 @@ func (e events) NotifyJoin(n *memberlist.Node) {
 	}
 	e.t.failedMu.Unlock()
 	e.t.shareSoon() // the newcomer gets the shared values (shared.go)
+	if n.Name != e.t.name {
+		// and the table: it synced with the member it joined through
+		// only, which may not have had our latest changes (burst.go).
+		e.t.syncSoon()
+	}
 	e.t.o.Logger.Info("member joined", "member", n.Name, "addr", n.Address())
 	e.kick()
 }

@@ -35,6 +35,8 @@ type network struct {
 	metrics *Metrics
 	mu      sync.Mutex
 	cut     map[[2]string]bool // [from addr, to addr]
+	// noUDP are addresses no UDP packet reaches (TCP does).
+	noUDP map[string]bool
 	nodes   map[string]*node
 	grace   time.Duration
 	// reap is every replica's ReapInterval (default 20 ms).
@@ -48,7 +50,7 @@ type node struct {
 }
 
 func newNetwork(t testing.TB, grace time.Duration) *network {
-	return &network{t: t, cut: map[[2]string]bool{}, nodes: map[string]*node{}, grace: grace, reap: 20 * time.Millisecond}
+	return &network{t: t, cut: map[[2]string]bool{}, noUDP: map[string]bool{}, nodes: map[string]*node{}, grace: grace, reap: 20 * time.Millisecond}
 }
 
 // fast makes memberlist detect failures and gossip in tens of
@@ -123,6 +125,20 @@ func (n *network) cutOneWay(from, to string, cut bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.cut[[2]string{n.nodes[from].Addr(), n.nodes[to].Addr()}] = cut
+}
+
+// dropUDPTo drops every UDP packet sent to name (probes, acks, gossip),
+// as a busy machine's full socket buffer would; streams still connect.
+func (n *network) dropUDPTo(name string, drop bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.noUDP[n.nodes[name].Addr()] = drop
+}
+
+func (n *network) udpLost(to string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.noUDP[to]
 }
 
 func (n *network) isCut(from, to string) bool {
@@ -206,7 +222,7 @@ func (c *cutTransport) Shutdown() error {
 var errCut = errors.New("test: cut off")
 
 func (c *cutTransport) WriteTo(b []byte, addr string) (time.Time, error) {
-	if c.net.isCut(c.self, addr) {
+	if c.net.isCut(c.self, addr) || c.net.udpLost(addr) {
 		return time.Now(), nil // lost on the way
 	}
 	c.sent.Add(int64(len(b)))

@@ -99,6 +99,11 @@ type Table struct {
 	// with the live members too (burst.go).
 	deadUntil atomic.Int64
 	toDead    time.Duration
+	// dirty are the keys changed here since the last direct send, peers
+	// each member's direct sends (under mu; direct.go).
+	dirty  map[string]struct{}
+	peers  map[string]*peerSends
+	direct chan struct{}
 	stop      chan struct{}
 	wg        sync.WaitGroup
 }
@@ -135,6 +140,7 @@ func New(o Options) (*Table, error) {
 	}
 	t := &Table{o: o, name: o.Name, recs: map[string]Record{}, local: map[string]*held{}, shared: map[string]Shared{},
 		seenAt: map[string]time.Time{}, failed: map[string]failedMember{}, members: map[string]memberlist.Node{},
+		dirty: map[string]struct{}{}, peers: map[string]*peerSends{}, direct: make(chan struct{}, 1),
 		shareKick: make(chan struct{}, 1),
 		kick:      make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{})}
 	t.wake = sync.NewCond(&t.mu)
@@ -189,7 +195,7 @@ func (t *Table) Claim(key string, data json.RawMessage) {
 		if !bytes.Equal(w.Data, data) {
 			w.Seq++
 			w.Data = data
-			t.commitLocked(w, true)
+			t.commitLocked(w, spreadAll)
 		}
 		return
 	}
@@ -208,7 +214,7 @@ func (t *Table) claimLocked(key string, w Record, seen bool, data json.RawMessag
 	if seen && stamp <= w.Stamp {
 		stamp = w.Stamp + 1
 	}
-	t.commitLocked(Record{Key: key, Owner: t.name, Stamp: stamp, Data: data}, true)
+	t.commitLocked(Record{Key: key, Owner: t.name, Stamp: stamp, Data: data}, spreadAll)
 }
 
 // Update replaces key's data (a health change) if this replica owns the
@@ -228,7 +234,7 @@ func (t *Table) Update(key string, data json.RawMessage) bool {
 	if !bytes.Equal(w.Data, data) {
 		w.Seq++
 		w.Data = data
-		t.commitLocked(w, true)
+		t.commitLocked(w, spreadAll)
 	}
 	return true
 }
@@ -253,7 +259,7 @@ func (t *Table) Release(key string) {
 	if ok && w.Owner == t.name && w.Connected() {
 		w.Seq++
 		w.DisconnectedAt = nanos(t.o.Now())
-		t.commitLocked(w, true)
+		t.commitLocked(w, spreadAll)
 	}
 }
 
@@ -274,7 +280,7 @@ func (t *Table) tombstoneLocked(w Record) {
 	if w.DisconnectedAt == 0 {
 		w.DisconnectedAt = nanos(t.o.Now())
 	}
-	t.commitLocked(w, true)
+	t.commitLocked(w, spreadAll)
 }
 
 // Restore merges records persisted before a restart (the consumer saves
@@ -293,7 +299,7 @@ func (t *Table) Restore(rs []Record) {
 		if r.Owner == t.name {
 			r.DisconnectedAt = 0 // same version: a peer's copy of it, if any, wins
 		}
-		t.mergeLocked(r, true)
+		t.mergeLocked(r, spreadAll)
 	}
 }
 
@@ -320,16 +326,19 @@ func (t *Table) Records() []Record {
 }
 
 // commitLocked makes r key's record, tells the watcher and, for a change
-// made or first heard here, gossips it; then lets this replica reassert a
-// connection it still holds.
-func (t *Table) commitLocked(r Record, gossip bool) {
+// made or first heard here, spreads it as s says; then lets this replica
+// reassert a connection it still holds.
+func (t *Table) commitLocked(r Record, s spread) {
 	t.recs[r.Key] = r
 	t.seenAt[r.Key] = t.o.Now()
 	if t.watch != nil { // before Watch, the replay of the table covers it
 		t.events = append(t.events, r)
 		t.wake.Broadcast()
 	}
-	if gossip && t.queue != nil {
+	if s&spreadDirect != 0 && t.ml != nil {
+		t.markDirtyLocked(r.Key)
+	}
+	if s&spreadGossip != 0 && t.queue != nil {
 		msg := encodeRecord(r)
 		t.queue.QueueBroadcast(&broadcast{key: r.Key, msg: msg})
 		t.o.Metrics.queued(len(msg))
@@ -342,11 +351,11 @@ func (t *Table) commitLocked(r Record, gossip bool) {
 }
 
 // mergeLocked takes a remote record if it is newer than ours.
-func (t *Table) mergeLocked(r Record, gossip bool) bool {
+func (t *Table) mergeLocked(r Record, s spread) bool {
 	if w, ok := t.recs[r.Key]; ok && !r.Newer(w) {
 		return false
 	}
-	t.commitLocked(r, gossip)
+	t.commitLocked(r, s)
 	return true
 }
 
@@ -365,7 +374,7 @@ func (t *Table) reassertLocked(key string) {
 	case w.Owner == t.name:
 		w.Seq++
 		w.Deleted, w.DisconnectedAt, w.Data = false, 0, h.data
-		t.commitLocked(w, true)
+		t.commitLocked(w, spreadAll)
 	case !w.Connected():
 		t.claimLocked(key, w, true, h.data)
 	}
@@ -453,7 +462,7 @@ func (t *Table) reap() {
 			}
 			r.Seq++
 			r.DisconnectedAt = nanos(now)
-			t.commitLocked(r, true)
+			t.commitLocked(r, spreadAll)
 			if orphan {
 				t.o.Logger.Info("registration orphaned: its owner left the cluster; removed after the grace period unless its proxy reconnects", "key", key, "owner", r.Owner)
 			}
