@@ -37,8 +37,8 @@ type network struct {
 	cut     map[[2]string]bool // [from addr, to addr]
 	// noUDP are addresses no UDP packet reaches (TCP does).
 	noUDP map[string]bool
-	nodes   map[string]*node
-	grace   time.Duration
+	nodes map[string]*node
+	grace time.Duration
 	// reap is every replica's ReapInterval (default 20 ms).
 	reap time.Duration
 }

@@ -104,8 +104,8 @@ type Table struct {
 	dirty  map[string]struct{}
 	peers  map[string]*peerSends
 	direct chan struct{}
-	stop      chan struct{}
-	wg        sync.WaitGroup
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 // held is a registration this replica holds connections for.
