@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,10 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/baremesh/baremesh/nodeagent/agent"
 	"github.com/baremesh/baremesh/nodeagent/cni/install"
-	"github.com/baremesh/baremesh/nodeagent/tunnel"
 )
 
 // runCNI is `baremesh-agent cni install|uninstall`:
@@ -52,7 +49,7 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := install.Options{BinDir: *binDir, ConfDir: *confDir, ConfName: *confName, Binaries: []string{*plugin},
 		Plugin: map[string]any{"ambientEnabled": *ambient, "kubernetes": map[string]any{"excludeNamespaces": splitComma(*exclude)}}}
 	if *tunnelConfig != "" && cmd == "install" {
-		mark, err := tunnelMark(*tunnelConfig)
+		mark, err := agent.TunnelMark(*tunnelConfig)
 		if err != nil {
 			fmt.Fprintf(stderr, "baremesh-agent cni install: -tunnel-config: %v\n", err)
 			return 1
@@ -60,12 +57,15 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		opts.Plugin["ambientMark"] = mark
 	}
 	if cmd == "install" {
-		kc, err := pluginKubeconfig(*kubeconfig)
+		kc, err := install.Kubeconfig(*kubeconfig)
 		if err != nil {
 			fmt.Fprintf(stderr, "baremesh-agent cni install: %v\n", err)
 			return 1
 		}
 		opts.Kubeconfig = kc
+	}
+	if *watch {
+		opts.ReadyFile = *readyFile
 	}
 	in := install.New(log, opts)
 	if cmd == "uninstall" {
@@ -84,9 +84,6 @@ func runCNI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "baremesh-cni chained into %s\n", in.ConfFile())
 		return 0
 	}
-	if *readyFile != "" {
-		go reportReady(ctx, in, *readyFile)
-	}
 	if err := in.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "baremesh-agent cni install: %v\n", err)
 		return 1
@@ -102,64 +99,4 @@ func splitComma(s string) []any {
 		}
 	}
 	return out
-}
-
-// pluginKubeconfig reads the given kubeconfig, or makes one from the
-// in-cluster service account (as istio-cni's installer does).
-func pluginKubeconfig(path string) ([]byte, error) {
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
-		}
-		return b, nil
-	}
-	const sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
-	token, err := os.ReadFile(sa + "/token")
-	if host == "" || err != nil {
-		return nil, errors.New("no -kubeconfig given and not running in a pod (no KUBERNETES_SERVICE_HOST or service account token)")
-	}
-	ca, err := os.ReadFile(sa + "/ca.crt")
-	if err != nil {
-		return nil, fmt.Errorf("service account CA: %w", err)
-	}
-	return []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: https://%s
-    certificate-authority-data: %s
-users:
-- name: baremesh-cni
-  user:
-    token: %s
-contexts:
-- name: baremesh-cni
-  context: {cluster: local, user: baremesh-cni}
-current-context: baremesh-cni
-`, joinHostPort(host, port), b64(ca), strings.TrimSpace(string(token)))), nil
-}
-
-// tunnelMark reads the node tunnel's mark from its configuration: an
-// agent.yaml (its tunnel: section) or a tunnel.yaml, so that the plugin's
-// enrolments always carry the mark the tunnel redirects.
-func tunnelMark(path string) (uint32, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	var doc struct {
-		Tunnel        *tunnel.Config `yaml:"tunnel"`
-		tunnel.Config `yaml:",inline"`
-	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	c := doc.Config
-	if doc.Tunnel != nil {
-		c = *doc.Tunnel
-	}
-	return c.WithDefaults().Mark, nil
 }

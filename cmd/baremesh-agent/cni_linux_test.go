@@ -9,16 +9,15 @@ import (
 )
 
 // TestCNIInstallTakesTheTunnelMark: `cni install -tunnel-config` writes
-// the tunnel's mark (from agent.yaml's tunnel: section or a tunnel.yaml)
-// as the plugin's ambientMark; an unreadable file is an error.
+// the tunnel's mark (agent.TunnelMark: agent.yaml's tunnel: section or a
+// tunnel.yaml, tested there) as the plugin's ambientMark; an unreadable
+// file is an error naming the flag.
 func TestCNIInstallTakesTheTunnelMark(t *testing.T) {
 	for _, tc := range []struct {
 		name, config string
 		want         float64
 	}{
 		{"agent.yaml", "capture: {disabled: true}\ntunnel:\n  enabled: true\n  kind: vxlan\n  mark: 0x200\n", 0x200},
-		{"tunnel.yaml", "kind: vxlan\nmark: 0x800\nproxyNetns: ztunnel\n", 0x800},
-		{"default mark", "tunnel: {enabled: true}\n", 0x100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 		return 1
 	}
 	level := new(slog.LevelVar)
-	log := newLogger(cfg.Log, level, stderr).With("component", "agent")
+	log := agent.NewLogger(cfg.Log, level, stderr).With("component", "agent")
 	var dry io.Writer
 	if *dryRun {
 		dry = stdout
@@ -94,38 +94,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, hup <-cha
 		log.Info("capture rules and policy routing removed")
 		return 0
 	}
-	a, err := agent.New(ctx, log, cfg, agent.Options{DryRun: dry, ConfigPath: *configPath, Level: level})
+	a, err := agent.New(ctx, log, cfg, agent.Options{DryRun: dry, ConfigPath: *configPath, Level: level, Reloads: hup})
 	if err != nil {
 		return fail(stderr, err)
 	}
 	log.Info("starting", "version", version.Version, "config", *configPath, "dryRun", *dryRun)
-	fwdCtx, stopFwd := context.WithCancel(ctx)
-	fwdDone := make(chan struct{})
-	go func() {
-		defer close(fwdDone)
-		forwardReloads(fwdCtx, a, hup, log)
-	}()
-	err = a.Run(ctx)
-	stopFwd()
-	<-fwdDone
-	if err != nil {
+	if err := a.Run(ctx); err != nil {
 		return fail(stderr, err)
 	}
 	return 0
-}
-
-// forwardReloads reloads a on every signal until ctx ends; Reload logs
-// what it did or refused.
-func forwardReloads(ctx context.Context, a *agent.Agent, hup <-chan os.Signal, log *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case sig := <-hup:
-			log.Info("reloading the config", "signal", sig)
-			_, _ = a.Reload(ctx)
-		}
-	}
 }
 
 func fail(stderr io.Writer, err error) int {
@@ -138,19 +115,6 @@ func fail(stderr io.Writer, err error) int {
 	}
 	fmt.Fprintf(stderr, "baremesh-agent: %v%s\n", err, hint)
 	return 1
-}
-
-// newLogger returns the agent's logger; level is set from c and stays
-// live (a reload sets it).
-func newLogger(c agent.LogConfig, level *slog.LevelVar, w io.Writer) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(c.Level)) // validated at load
-	level.Set(l)
-	opts := &slog.HandlerOptions{Level: level}
-	if c.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // agentUsage lists every command (--help, help; man page baremesh-agent.8).

@@ -9,10 +9,6 @@ import (
 	"os"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/baremesh/baremesh/nodeagent/cni"
 	"github.com/baremesh/baremesh/nodeagent/repair"
 )
@@ -50,20 +46,9 @@ func runRepair(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		since = t
 	}
-	var rc *rest.Config
-	var err error
-	if *kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	cs, err := repair.Client(*kubeconfig)
 	if err != nil {
-		return fail(fmt.Errorf("kubernetes config: %w", err))
-	}
-	rc.UserAgent = "baremesh-agent-repair"
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fail(fmt.Errorf("kubernetes client: %w", err))
+		return fail(err)
 	}
 	plugin := &cni.PluginConfig{AmbientEnabled: *ambient}
 	for _, ns := range splitComma(*exclude) {

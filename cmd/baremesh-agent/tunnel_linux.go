@@ -1,32 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"time"
 
-	"gopkg.in/yaml.v3"
-
-	"github.com/baremesh/baremesh/nodeagent/iptables"
-	"github.com/baremesh/baremesh/nodeagent/reconcile"
-	"github.com/baremesh/baremesh/nodeagent/tunnel"
+	"github.com/baremesh/baremesh/nodeagent/agent"
 )
-
-// tunnelFile is the tunnel's configuration file: the tunnel settings and
-// the two namespaces ("" is the agent's own).
-type tunnelFile struct {
-	tunnel.Config `yaml:",inline"`
-	NodeNetNS     string        `yaml:"nodeNetns"`
-	ProxyNetNS    string        `yaml:"proxyNetns"`
-	Backend       string        `yaml:"backend"` // nft, legacy or empty to detect
-	Interval      time.Duration `yaml:"interval"`
-}
 
 // runTunnel is `baremesh-agent tunnel up|down|run -config FILE`: up
 // applies once, down removes, run keeps the tunnel in place as a
@@ -47,19 +29,12 @@ func runTunnel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "baremesh-agent tunnel %s: %v\n", cmd, err)
 		return 1
 	}
-	tf, err := loadTunnelFile(*path)
-	if err != nil {
-		return fail(err)
-	}
-	if err := iptables.CheckRoot(); err != nil {
-		return fail(err)
-	}
-	backend, err := iptables.DetectBackend(ctx, iptables.Backend(tf.Backend), tf.NodeNetNS)
+	tf, err := agent.LoadTunnelFile(*path)
 	if err != nil {
 		return fail(err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "tunnel")
-	tun, err := tunnel.New(log, tf.Config, tf.NodeNetNS, tf.ProxyNetNS, backend)
+	tun, err := agent.StandaloneTunnel(ctx, log, tf)
 	if err != nil {
 		return fail(err)
 	}
@@ -79,27 +54,8 @@ func runTunnel(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		return 0
 	}
-	rec := reconcile.New(log.With("component", "reconciler"), reconcile.Options{Interval: tf.Interval}, reconcile.NewTunnel(tun))
-	_ = rec.Run(ctx)
-	if err := tun.Remove(context.WithoutCancel(ctx)); err != nil {
+	if err := agent.KeepTunnel(ctx, log, tun, tf.Interval); err != nil {
 		return fail(err)
 	}
 	return 0
-}
-
-func loadTunnelFile(path string) (tunnelFile, error) {
-	var tf tunnelFile
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return tf, fmt.Errorf("config: %w", err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) {
-		return tf, fmt.Errorf("%s: not valid tunnel YAML: %w", path, err)
-	}
-	if tf.Interval == 0 {
-		tf.Interval = 10 * time.Second
-	}
-	return tf, nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -30,6 +31,10 @@ type Options struct {
 	// Level is the level the logger uses; a reload sets it from
 	// log.level. Nil: a changed log.level waits for a restart.
 	Level *slog.LevelVar
+	// Reloads reloads the config, as Reload does, on each value received
+	// while Run runs (baremesh-agent gives its SIGHUP channel: systemctl
+	// reload). Nil: only Reload reloads.
+	Reloads <-chan os.Signal
 
 	// wrapRunner, when set (by tests), wraps capture's iptables runner.
 	wrapRunner func(iptables.Runner) iptables.Runner
@@ -228,6 +233,11 @@ func (a *Agent) loop(ctx context.Context) {
 			plan, err := a.reload(ctx)
 			t.Reset(a.config().Interval)
 			req.done <- reloadResult{plan, err}
+		case sig := <-a.opts.Reloads:
+			// reload logs what it applied or refused.
+			a.log.Info("reloading the config", "signal", sig)
+			_, _ = a.reload(ctx)
+			t.Reset(a.config().Interval)
 		}
 	}
 }

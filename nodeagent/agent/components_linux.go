@@ -5,10 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/baremesh/baremesh/nodeagent/cni"
 	"github.com/baremesh/baremesh/nodeagent/iptables"
 	"github.com/baremesh/baremesh/nodeagent/reconcile"
@@ -18,34 +14,29 @@ import (
 
 // newTunnel builds the node tunnel of cfg (enabled) for the reconciler.
 func newTunnel(ctx context.Context, log *slog.Logger, cfg TunnelConfig) (*tunnel.Tunnel, error) {
-	b, err := iptables.DetectBackend(ctx, iptables.Backend(cfg.Backend), cfg.NodeNetNS)
-	if err != nil {
-		return nil, fmt.Errorf("tunnel: %w", err)
-	}
-	t, err := tunnel.New(log, cfg.Config, cfg.NodeNetNS, cfg.ProxyNetNS, b)
+	t, err := buildTunnel(ctx, log, cfg.Config, cfg.NodeNetNS, cfg.ProxyNetNS, cfg.Backend)
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: %w", err)
 	}
 	return t, nil
 }
 
+// buildTunnel builds a node tunnel between the namespaces nodeNS and
+// proxyNS ("" is ours) with the iptables backend named (or detected).
+func buildTunnel(ctx context.Context, log *slog.Logger, c tunnel.Config, nodeNS, proxyNS, backend string) (*tunnel.Tunnel, error) {
+	b, err := iptables.DetectBackend(ctx, iptables.Backend(backend), nodeNS)
+	if err != nil {
+		return nil, err
+	}
+	return tunnel.New(log, c, nodeNS, proxyNS, b)
+}
+
 // newRepair builds the repair controller of cfg (enabled) as a
 // background component; it reaches the API server only once running.
 func newRepair(log *slog.Logger, cfg RepairConfig) (*reconcile.Background, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	cs, err := repair.Client(cfg.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("repair.kubeconfig: %w", err)
-	}
-	rc.UserAgent = "baremesh-agent-repair"
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("repair: kubernetes client: %w", err)
+		return nil, fmt.Errorf("repair: %w", err)
 	}
 	plugin := &cni.PluginConfig{AmbientEnabled: cfg.Ambient}
 	plugin.Kubernetes.ExcludeNamespaces = cfg.ExcludeNamespaces

@@ -58,6 +58,7 @@ type reloadAgent struct {
 	runner  *countingRunner
 	logs    *syncBuffer
 	level   *slog.LevelVar
+	hup     chan os.Signal // Options.Reloads
 	mu      sync.Mutex
 	notices []string
 	cancel  context.CancelFunc
@@ -67,14 +68,14 @@ type reloadAgent struct {
 func startReloadAgent(t *testing.T, config string) *reloadAgent {
 	t.Helper()
 	r := &reloadAgent{t: t, path: filepath.Join(t.TempDir(), "agent.yaml"), runner: &countingRunner{},
-		logs: &syncBuffer{}, level: new(slog.LevelVar), errc: make(chan error, 1)}
+		logs: &syncBuffer{}, level: new(slog.LevelVar), hup: make(chan os.Signal), errc: make(chan error, 1)}
 	r.write(config)
 	cfg, err := Load(r.path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: r.level}))
-	a, err := New(context.Background(), log, cfg, Options{ConfigPath: r.path, Level: r.level,
+	a, err := New(context.Background(), log, cfg, Options{ConfigPath: r.path, Level: r.level, Reloads: r.hup,
 		Notify: func(s string) {
 			r.mu.Lock()
 			r.notices = append(r.notices, s)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/baremesh/baremesh/core/testkit"
@@ -164,4 +165,25 @@ func TestReloadRestartOnlySettings(t *testing.T) {
 	if _, err := r.a.Reload(context.Background()); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Reload after Run: %v", err)
 	}
+}
+
+// TestReloadsChannel: a value on Options.Reloads (baremesh-agent's
+// SIGHUP) reloads the config file as Reload does.
+func TestReloadsChannel(t *testing.T) {
+	nstest.RequireRoot(t)
+	nstest.RequireBinary(t, "iptables-nft-restore")
+	ns := nstest.New(t)
+	base := "capture: {backend: nft}\nstatusAddress: 127.0.0.1:0\ninterval: 1h\nnetns: " + ns.Name + "\n"
+	r := startReloadAgent(t, base)
+	n := r.noticeCount()
+	r.write(base + "log: {level: warn}\n")
+	r.hup <- syscall.SIGHUP
+	testkit.Eventually(t, "the new log level", func() bool { return r.level.Level() == slog.LevelWarn })
+	if l := r.logs.String(); !strings.Contains(l, `msg="reloading the config" signal=hangup`) {
+		t.Errorf("log:\n%s", l)
+	}
+	testkit.Eventually(t, "RELOADING=1, then READY=1, told to systemd", func() bool {
+		got := strings.Join(r.noticesSince(n), "|")
+		return strings.HasPrefix(got, "RELOADING=1") && strings.Contains(got, "READY=1")
+	})
 }

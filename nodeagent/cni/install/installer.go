@@ -30,6 +30,9 @@ type Options struct {
 	// Plugin is our conflist entry; "type" and "kubernetes.kubeconfig"
 	// are filled in.
 	Plugin map[string]any
+	// ReadyFile, if set, is present exactly while Run runs with the
+	// plugin chained (for a readiness probe); Run removes it on return.
+	ReadyFile string
 }
 
 // KubeconfigName is the plugin's kubeconfig file in the config dir.
@@ -141,6 +144,12 @@ func (in *Installer) Run(ctx context.Context) error {
 		return err
 	} else if err != nil {
 		in.log.Warn("waiting for the main CNI configuration", "dir", in.opts.ConfDir)
+	}
+	if in.opts.ReadyFile != "" {
+		readyCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); in.keepReadyFile(readyCtx, in.opts.ReadyFile) }()
+		defer func() { stop(); <-done }()
 	}
 	kc := filepath.Join(in.opts.ConfDir, KubeconfigName)
 	// Coalesce bursts of events (write, chmod, rename) into one check.

@@ -208,3 +208,34 @@ func TestRunReinserts(t *testing.T) {
 		waitChained(what)
 	}
 }
+
+// TestRunReadyFile: with a ReadyFile, Run keeps it present while the
+// plugin is chained, not before the main CNI wrote its config, and
+// removes it when it returns.
+func TestRunReadyFile(t *testing.T) {
+	f := newFixture(t, nil)
+	ready := filepath.Join(t.TempDir(), "ready")
+	f.in.opts.ReadyFile = ready
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- f.in.Run(ctx) }()
+	exists := func() bool { _, err := os.Stat(ready); return err == nil }
+	if exists() {
+		t.Error("ready file before any CNI config exists")
+	}
+	tmp := filepath.Join(f.conf, ".main.tmp") // renamed in whole: Run never reads it half-written
+	if err := os.WriteFile(tmp, []byte(mainConflist), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(f.conf, "10-main.conflist")); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the ready file once chained", exists)
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if exists() {
+		t.Error("ready file left after Run returned")
+	}
+}
