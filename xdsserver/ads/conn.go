@@ -37,8 +37,12 @@ type conn struct {
 	mu      sync.Mutex
 	subs    map[string]*sub
 	pending *push.Request
-	recs    []*pushRecord // the pushes merged into pending
-	kick    chan struct{}
+	// pendingOwn is set when a push merged into pending touched one of
+	// the proxy's own addresses. pending itself holds no addresses (see
+	// enqueue).
+	pendingOwn bool
+	recs       []*pushRecord // the pushes merged into pending
+	kick       chan struct{}
 	// curRecs are the pushes being handled; only the loop goroutine
 	// touches it.
 	curRecs []*pushRecord
@@ -192,9 +196,28 @@ func refusal(err error, code codes.Code) error {
 	return status.Error(code, err.Error())
 }
 
+// enqueue merges req into the pending push. The pipeline's request is
+// shared by every connection and never altered, so the first request
+// pending is kept as it is, not copied; only a second one merging into
+// it makes a copy (of the changed keys, not the addresses). Of req's
+// addresses only whether one is the proxy's own matters, and that is
+// decided here: an endpoint change of 50,000 addresses was copied into
+// every connection's pending push (3.5 MB each, and most of a push's CPU
+// with 100 streams that never read, issue #30).
 func (c *conn) enqueue(req *push.Request, rec *pushRecord) {
+	own := slices.ContainsFunc(c.proxy.IPs, func(ip string) bool { return req.Addresses[ip] })
+	if req.Addresses != nil {
+		slim := *req
+		slim.Addresses = nil
+		req = &slim
+	}
 	c.mu.Lock()
-	c.pending = c.pending.Merge(req)
+	if c.pending == nil {
+		c.pending = req
+	} else {
+		c.pending = c.pending.Merge(req)
+	}
+	c.pendingOwn = c.pendingOwn || own
 	if rec != nil {
 		c.recs = append(c.recs, rec)
 	}
@@ -223,13 +246,12 @@ func (c *conn) sub(typeURL string, mk func() *sub) (w *sub, first bool) {
 // partial response leaves the others alone).
 func (c *conn) onPush() error {
 	c.mu.Lock()
-	req, recs := c.pending, c.recs
-	c.pending, c.recs = nil, nil
+	req, recs, ownWorkload := c.pending, c.recs, c.pendingOwn
+	c.pending, c.recs, c.pendingOwn = nil, nil, false
 	c.mu.Unlock()
 	if req == nil {
 		return nil
 	}
-	ownWorkload := slices.ContainsFunc(c.proxy.IPs, func(ip string) bool { return req.Addresses[ip] })
 	if !req.Full && ownWorkload {
 		// The proxy's own workload changed: its inbound listeners and
 		// clusters may change too.
