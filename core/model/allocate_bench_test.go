@@ -49,7 +49,7 @@ func BenchmarkRegistryApplyAddressless(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				reg := model.NewRegistry(model.NewAllocator())
-				reg.Apply([]store.Event{{Type: store.EventAdd, New: &c}})
+				reg.Apply(model.Update{Events: []store.Event{{Type: store.EventAdd, New: &c}}})
 				if len(reg.Services()) != n || len(reg.Problems()) != 1 {
 					b.Fatal("wrong services or problems")
 				}

@@ -174,7 +174,7 @@ spec:
 func TestApplyManyAddresslessHosts(t *testing.T) {
 	c := manyHostsEntry(t, 70_000)
 	reg := model.NewRegistry(model.NewAllocator())
-	if ch := reg.Apply([]store.Event{{Type: store.EventAdd, New: &c}}); len(ch.Services) != 70_000 {
+	if ch := reg.Apply(model.Update{Events: []store.Event{{Type: store.EventAdd, New: &c}}}); len(ch.Services) != 70_000 {
 		t.Fatalf("%d services changed, want 70,000", len(ch.Services))
 	}
 	with := 0
@@ -194,7 +194,7 @@ func TestApplyManyAddresslessHosts(t *testing.T) {
 func TestAddressExhaustionIsAProblem(t *testing.T) {
 	c := manyHostsEntry(t, 65_030)
 	reg := model.NewRegistry(model.NewAllocator())
-	reg.Apply([]store.Event{{Type: store.EventAdd, New: &c}})
+	reg.Apply(model.Update{Events: []store.Event{{Type: store.EventAdd, New: &c}}})
 	ps := reg.Problems()
 	if len(ps) != 1 {
 		t.Fatalf("problems = %+v, want one", ps)
@@ -221,13 +221,13 @@ func TestAddressExhaustionIsAProblem(t *testing.T) {
 	// Fewer hosts: every one has an address, the problem is gone.
 	old := c
 	nu := manyHostsEntry(t, 60_000)
-	reg.Apply([]store.Event{{Type: store.EventUpdate, Old: &old, New: &nu}})
+	reg.Apply(model.Update{Events: []store.Event{{Type: store.EventUpdate, Old: &old, New: &nu}}})
 	if ps := reg.Problems(); len(ps) != 0 {
 		t.Fatalf("problems after shrinking = %+v", ps)
 	}
 	// Hosts that stayed keep their addresses.
 	reg2 := model.NewRegistry(model.NewAllocator())
-	reg2.Apply([]store.Event{{Type: store.EventAdd, New: &c}})
+	reg2.Apply(model.Update{Events: []store.Event{{Type: store.EventAdd, New: &c}}})
 	a, b := reg.Services(), reg2.Services()
 	for i := 0; i < 100; i++ {
 		if a[i].Hostname != b[i].Hostname || !slices.Equal(a[i].Addresses, b[i].Addresses) || a[i].AutoAllocatedIPv6 != b[i].AutoAllocatedIPv6 {
@@ -235,7 +235,7 @@ func TestAddressExhaustionIsAProblem(t *testing.T) {
 		}
 	}
 	// Deleting the ServiceEntry clears its problem too.
-	reg2.Apply([]store.Event{{Type: store.EventDelete, Old: &c}})
+	reg2.Apply(model.Update{Events: []store.Event{{Type: store.EventDelete, Old: &c}}})
 	if ps := reg2.Problems(); len(ps) != 0 {
 		t.Fatalf("problems after delete = %+v", ps)
 	}

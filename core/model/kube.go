@@ -11,7 +11,7 @@ import (
 // Kinds of the keys the model gives its Kubernetes inputs. They are not
 // store kinds: Kubernetes Services and Pods never enter the config store;
 // sources/kube converts them into KubeService and WorkloadInstance values
-// and hands them to Registry.ApplyKube.
+// and hands them to the registry (Update.Kube).
 const (
 	KindKubeService config.Kind = "KubernetesService"
 	KindPod         config.Kind = "Pod"
@@ -83,73 +83,76 @@ func (r *Registry) Clusters() []string {
 	return slices.Sorted(maps.Keys(r.kube.held))
 }
 
-// ApplyKube updates the model from one cluster's batch and says what
-// changed. A service or pod whose converted content did not change
-// changes nothing.
-func (r *Registry) ApplyKube(u KubeUpdate) Change {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch := newChange()
+// applyKube applies one cluster's batch, marking what must be
+// recomputed; a service or pod whose converted content did not change
+// changes nothing, a bad one (see checkKube) is skipped. Caller holds
+// r.mu.
+func (r *Registry) applyKube(u KubeUpdate, ch Change, d dirty) {
 	held := r.kube.held[u.Cluster]
 	if held == nil {
 		held = map[config.Key]bool{}
 		r.kube.held[u.Cluster] = held
 	}
-	dirtySE := map[config.Key]bool{}
-	dirtyKube := map[nsName]bool{}
+	if u.Full {
+		// What the cluster's last batches had wrong is judged anew.
+		for k := range r.badInput {
+			if (k.Kind == KindKubeService || k.Kind == KindPod) && strings.HasPrefix(k.Name, u.Cluster+"/") {
+				delete(r.badInput, k)
+			}
+		}
+	}
 	seen := map[config.Key]bool{}
+	// keepAll: a bad item whose key is unknown is in a full batch, so
+	// nothing the batch leaves out can be told removed.
+	keepAll := false
 	for _, ks := range u.Services {
-		k := KubeServiceKey(u.Cluster, ks.Service.Namespace, ks.Name)
+		k, ok := r.checkKubeService(u.Cluster, ks)
+		if !ok {
+			// Kept as it was, and not removed by a full batch.
+			seen[k], keepAll = true, keepAll || k == (config.Key{})
+			continue
+		}
 		seen[k], held[k] = true, true
 		r.setKubeService(k, ks, ch)
-		dirtyKube[nsName{k.Namespace, ks.Name}] = true
+		d.kube[nsName{k.Namespace, ks.Name}] = true
 	}
 	for _, k := range u.DeletedServices {
 		delete(held, k)
+		r.clearBadInput(k)
 		r.setKubeService(k, nil, ch)
-		dirtyKube[nsName{k.Namespace, kubeName(k)}] = true
+		d.kube[nsName{k.Namespace, kubeName(k)}] = true
 	}
 	for _, w := range u.Pods {
-		seen[w.Source], held[w.Source] = true, true
-		r.setPod(w.Source, w, dirtySE, dirtyKube)
+		k, ok := r.checkPod(u.Cluster, w)
+		if !ok {
+			seen[k], keepAll = true, keepAll || k == (config.Key{})
+			continue
+		}
+		seen[k], held[k] = true, true
+		r.setPod(k, w, d.se, d.kube)
 	}
 	for _, k := range u.DeletedPods {
 		delete(held, k)
-		r.setPod(k, nil, dirtySE, dirtyKube)
+		r.clearBadInput(k)
+		r.setPod(k, nil, d.se, d.kube)
 	}
-	if u.Full {
+	if u.Full && !keepAll {
 		for k := range held {
 			if seen[k] {
 				continue
 			}
 			delete(held, k)
 			if k.Kind == KindPod {
-				r.setPod(k, nil, dirtySE, dirtyKube)
+				r.setPod(k, nil, d.se, d.kube)
 			} else {
 				r.setKubeService(k, nil, ch)
-				dirtyKube[nsName{k.Namespace, kubeName(k)}] = true
+				d.kube[nsName{k.Namespace, kubeName(k)}] = true
 			}
 		}
 	}
 	if len(held) == 0 {
 		delete(r.kube.held, u.Cluster)
 	}
-	for seKey := range dirtySE {
-		r.recomputeEndpoints(seKey, ch)
-	}
-	for n := range dirtyKube {
-		r.recomputeKubeSelected(n, ch)
-	}
-	r.noteAccountChanges(ch)
-	for sk := range ch.Services {
-		delete(ch.Endpoints, sk)
-	}
-	return ch
-}
-
-// RemoveCluster drops everything of cluster.
-func (r *Registry) RemoveCluster(cluster string) Change {
-	return r.ApplyKube(KubeUpdate{Cluster: cluster, Full: true})
 }
 
 func kubeName(k config.Key) string {

@@ -31,11 +31,11 @@ func addrs(eps []*model.Endpoint) []string {
 func TestKubeServicesMergeAcrossClustersAndResyncIsNoOp(t *testing.T) {
 	h := newHarness(t)
 	sk := model.ServiceKey{Hostname: kubeHost, Namespace: "ns"}
-	ch := h.reg.ApplyKube(model.KubeUpdate{Cluster: "west", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.2", nil, "10.2.0.1")}})
+	ch := h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "west", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.2", nil, "10.2.0.1")}}})
 	if !ch.Services[sk] {
 		t.Fatalf("new Service not reported: %+v", ch)
 	}
-	h.reg.ApplyKube(model.KubeUpdate{Cluster: "east", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.1", nil, "10.1.0.1")}})
+	h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "east", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.1", nil, "10.1.0.1")}}})
 	svcs := h.reg.Services()
 	if len(svcs) != 1 || svcs[0].Addresses[0] != "10.96.0.1" {
 		t.Fatalf("services = %+v; want one, defined by the cluster that sorts first (east)", svcs)
@@ -44,16 +44,16 @@ func TestKubeServicesMergeAcrossClustersAndResyncIsNoOp(t *testing.T) {
 		t.Fatalf("endpoints = %v, want both clusters'", got)
 	}
 	// A resync that delivers the same state changes nothing.
-	if ch := h.reg.ApplyKube(model.KubeUpdate{Cluster: "east", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.1", nil, "10.1.0.1")}}); !ch.Empty() {
+	if ch := h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "east", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.1", nil, "10.1.0.1")}}}); !ch.Empty() {
 		t.Fatalf("identical full resync changed %+v", ch)
 	}
 	// An endpoint change is endpoint-only.
-	ch = h.reg.ApplyKube(model.KubeUpdate{Cluster: "east", Services: []*model.KubeService{kubeSvc("10.96.0.1", nil, "10.1.0.1", "10.1.0.2")}})
+	ch = h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "east", Services: []*model.KubeService{kubeSvc("10.96.0.1", nil, "10.1.0.1", "10.1.0.2")}}})
 	if len(ch.Services) != 0 || !ch.Endpoints[sk] {
 		t.Fatalf("endpoint change: %+v", ch)
 	}
 	// Removing a cluster keeps the other's service and endpoints.
-	h.reg.RemoveCluster("east")
+	h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "east", Full: true}})
 	if got := addrs(h.reg.Endpoints().Endpoints(sk)); len(got) != 1 || got[0] != "10.2.0.1" {
 		t.Fatalf("after removing east: %v", got)
 	}
@@ -61,7 +61,7 @@ func TestKubeServicesMergeAcrossClustersAndResyncIsNoOp(t *testing.T) {
 		t.Fatalf("after removing east: %+v", svcs)
 	}
 	// A full update without the Service removes it.
-	if ch := h.reg.ApplyKube(model.KubeUpdate{Cluster: "west", Full: true}); !ch.Services[sk] || len(h.reg.Services()) != 0 {
+	if ch := h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "west", Full: true}}); !ch.Services[sk] || len(h.reg.Services()) != 0 {
 		t.Fatalf("full update without the Service: %+v", ch)
 	}
 	if cs := h.reg.Clusters(); len(cs) != 0 {
@@ -73,8 +73,8 @@ func TestKubeServiceSelectsWorkloadEntries(t *testing.T) {
 	h := newHarness(t)
 	sk := model.ServiceKey{Hostname: kubeHost, Namespace: "ns"}
 	sel := map[string]string{"app": "reviews"}
-	h.reg.ApplyKube(model.KubeUpdate{Cluster: "c1", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.1", sel, "10.1.0.1")}})
-	h.reg.ApplyKube(model.KubeUpdate{Cluster: "c2", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.9", sel)}})
+	h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "c1", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.1", sel, "10.1.0.1")}}})
+	h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "c2", Full: true, Services: []*model.KubeService{kubeSvc("10.96.0.9", sel)}}})
 	ch := h.put(we("vm1", "192.168.1.10", "reviews"), we("other", "192.168.1.11", "ratings"))
 	// Its account ("sa") is new to the service: a service change.
 	if !ch.Services[sk] {
@@ -95,8 +95,8 @@ func TestKubeServiceSelectsWorkloadEntries(t *testing.T) {
 	}
 	// The Service leaving every cluster drops the VM's shard too.
 	h.put(we("vm1", "192.168.1.10", "reviews"))
-	h.reg.RemoveCluster("c1")
-	h.reg.RemoveCluster("c2")
+	h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "c1", Full: true}})
+	h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "c2", Full: true}})
 	if got := h.reg.Endpoints().Endpoints(sk); len(got) != 0 {
 		t.Fatalf("endpoints of a removed Service: %v", addrs(got))
 	}
@@ -108,7 +108,7 @@ func TestServiceEntrySelectsPods(t *testing.T) {
 	svcKey := model.ServiceKey{Hostname: "reviews.ns.mesh", Namespace: "ns"}
 	pod := &model.WorkloadInstance{Name: "reviews-0", Namespace: "ns", Address: "10.1.0.7", Labels: map[string]string{"app": "reviews"},
 		ServiceAccount: "reviews", Locality: "r/z", Weight: 1, Healthy: true, Source: model.PodKey("c1", "ns", "reviews-0")}
-	ch := h.reg.ApplyKube(model.KubeUpdate{Cluster: "c1", Full: true, Pods: []*model.WorkloadInstance{pod}})
+	ch := h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "c1", Full: true, Pods: []*model.WorkloadInstance{pod}}})
 	// The pod brings the service its first account ("reviews"): cluster
 	// SANs change, so the service does (accounts.go).
 	if !ch.Services[svcKey] {
@@ -120,10 +120,10 @@ func TestServiceEntrySelectsPods(t *testing.T) {
 	}
 	// The same pod again changes nothing; its deletion removes it.
 	same := *pod
-	if ch := h.reg.ApplyKube(model.KubeUpdate{Cluster: "c1", Pods: []*model.WorkloadInstance{&same}}); !ch.Empty() {
+	if ch := h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "c1", Pods: []*model.WorkloadInstance{&same}}}); !ch.Empty() {
 		t.Fatalf("unchanged pod: %+v", ch)
 	}
-	h.reg.ApplyKube(model.KubeUpdate{Cluster: "c1", DeletedPods: []config.Key{pod.Source}})
+	h.reg.Apply(model.Update{Kube: &model.KubeUpdate{Cluster: "c1", DeletedPods: []config.Key{pod.Source}}})
 	if n := len(h.reg.Endpoints().Endpoints(svcKey)); n != 0 {
 		t.Fatalf("endpoints after pod deletion: %d", n)
 	}

@@ -19,7 +19,8 @@ const maxNamedHosts = 5
 // (ErrAddressesExhausted), one problem each, sorted by origin and line.
 // Those hosts are services without an address until their ServiceEntry
 // changes after addresses were freed. And the AuthorizationPolicies and
-// PeerAuthentications whose selector matches no registered workload.
+// PeerAuthentications whose selector matches no registered workload. And
+// the inputs refused as unreadable (Apply), each naming its resource.
 func (r *Registry) Problems() []store.Problem {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -28,6 +29,7 @@ func (r *Registry) Problems() []store.Problem {
 		out = append(out, p)
 	}
 	out = append(out, r.policyProblems()...)
+	out = append(out, r.badInputProblems()...)
 	slices.SortFunc(out, func(a, b store.Problem) int {
 		if c := strings.Compare(a.Origin, b.Origin); c != 0 {
 			return c

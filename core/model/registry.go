@@ -52,7 +52,10 @@ type Registry struct {
 	// addrProblems are the ServiceEntries some of whose hosts got no
 	// automatic address.
 	addrProblems map[config.Key]store.Problem
-	kube         kubeState // Kubernetes inputs (kube.go)
+	// badInput are the inputs refused, by key; their last good version
+	// stays (update.go).
+	badInput map[config.Key]store.Problem
+	kube     kubeState // Kubernetes inputs (kube.go)
 	// accounts are the service accounts of each service's endpoints,
 	// joined (accounts.go).
 	accounts map[ServiceKey]string
@@ -75,9 +78,9 @@ func NewRegistry(alloc *Allocator) *Registry {
 func (r *Registry) Endpoints() *EndpointIndex { return r.endpoints }
 
 // Services returns every service, sorted by namespace and hostname. When
-// several ServiceEntries in a namespace declare the same host, the one
-// whose key sorts first defines the service (endpoints of all are
-// merged).
+// several sources in a namespace declare the same host, a Kubernetes
+// Service defines it, else the ServiceEntry whose key sorts first
+// (precedence); the endpoints of all are merged.
 func (r *Registry) Services() []*Service {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -118,48 +121,33 @@ func (r *Registry) Workloads() []*WorkloadInstance {
 	return out
 }
 
-// Apply updates the model from a batch of store events and says what
-// changed. Events of other kinds are ignored.
-func (r *Registry) Apply(events []store.Event) Change {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch := newChange()
-	dirtySE := map[config.Key]bool{} // ServiceEntries whose endpoints need recomputing
-	dirtyKube := map[nsName]bool{}   // Kubernetes Services whose WorkloadEntries need reselecting
-	for _, e := range events {
-		k := e.Key()
-		switch k.Kind {
-		case config.ServiceEntry:
-			r.applyServiceEntry(k, e.New, ch)
-			dirtySE[k] = true
-		case config.AuthorizationPolicy, config.PeerAuthentication:
-			r.notePolicy(k, e.New)
-		case config.WorkloadEntry:
-			old := r.workloads[k]
-			var nw *WorkloadInstance
-			if e.New != nil {
-				nw = workloadFromEntry(e.New)
-			}
-			r.setWorkload(k, nw)
-			for seKey := range r.selectingEntries(k.Namespace, old, nw) {
-				dirtySE[seKey] = true
-			}
-			for n := range r.kubeSelecting(k.Namespace, old, nw) {
-				dirtyKube[n] = true
-			}
+// applyEvent applies one store event, marking what must be recomputed;
+// a bad one (see checkEvent) changes nothing. Caller holds r.mu.
+func (r *Registry) applyEvent(e store.Event, ch Change, d dirty) {
+	k := e.Key()
+	if !r.checkEvent(k, e.New) {
+		return
+	}
+	switch k.Kind {
+	case config.ServiceEntry:
+		r.applyServiceEntry(k, e.New, ch)
+		d.se[k] = true
+	case config.AuthorizationPolicy, config.PeerAuthentication:
+		r.notePolicy(k, e.New)
+	case config.WorkloadEntry:
+		old := r.workloads[k]
+		var nw *WorkloadInstance
+		if e.New != nil {
+			nw = workloadFromEntry(e.New)
+		}
+		r.setWorkload(k, nw)
+		for seKey := range r.selectingEntries(k.Namespace, old, nw) {
+			d.se[seKey] = true
+		}
+		for n := range r.kubeSelecting(k.Namespace, old, nw) {
+			d.kube[n] = true
 		}
 	}
-	for seKey := range dirtySE {
-		r.recomputeEndpoints(seKey, ch)
-	}
-	for n := range dirtyKube {
-		r.recomputeKubeSelected(n, ch)
-	}
-	r.noteAccountChanges(ch)
-	for sk := range ch.Services {
-		delete(ch.Endpoints, sk)
-	}
-	return ch
 }
 
 func (r *Registry) applyServiceEntry(k config.Key, c *config.Config, ch Change) {
@@ -224,8 +212,10 @@ func (r *Registry) replaceServices(k config.Key, nu []*Service, ch Change) {
 	}
 }
 
+// insertSorted inserts k into keys in precedence order (the first
+// defines the service).
 func insertSorted(keys []config.Key, k config.Key) []config.Key {
-	i, found := slices.BinarySearchFunc(keys, k, func(a, b config.Key) int { return strings.Compare(a.String(), b.String()) })
+	i, found := slices.BinarySearchFunc(keys, k, precedence)
 	if found {
 		return keys
 	}

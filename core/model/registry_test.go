@@ -47,7 +47,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, mem: store.NewMemory(), reg: model.NewRegistry(model.NewAllocator())}
-	h.mem.Subscribe(func(evs []store.Event) { h.ch = h.reg.Apply(evs) })
+	h.mem.Subscribe(func(evs []store.Event) { h.ch = h.reg.Apply(model.Update{Events: evs}) })
 	return h
 }
 

@@ -1,9 +1,10 @@
 package push
 
 import (
+	"context"
+	"maps"
 	"slices"
 
-	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -105,22 +106,22 @@ func (p *Pipeline) Current() *PushContext {
 // Ready is closed when the first snapshot is published.
 func (p *Pipeline) Ready() <-chan struct{} { return p.ready }
 
-// OnEvents is the store handler: it updates the service model and queues
-// a request.
-func (p *Pipeline) OnEvents(events []store.Event) {
-	p.mu.Lock()
-	for _, e := range events {
-		if k := e.Key().Kind; k.FeedsModel() {
-			if p.unindexed == nil {
-				p.unindexed = map[config.Kind]bool{}
-			}
-			p.unindexed[k] = true
-		}
-	}
-	p.mu.Unlock()
-	ch := p.registry.Apply(events)
+// OnEvents is the store handler: subscribe it with st.Subscribe.
+func (p *Pipeline) OnEvents(events []store.Event) { p.Apply(model.Update{Events: events}) }
+
+// OnKube takes a Kubernetes cluster's Services, EndpointSlices and Pods
+// (sources/kube's Options.Model).
+func (p *Pipeline) OnKube(u model.KubeUpdate) { p.Apply(model.Update{Kube: &u}) }
+
+// Apply is the one way into the service model, for every source: it
+// updates the model with u and queues the push that calls for (a full
+// push when a service's definition or a config other than a
+// ServiceEntry or WorkloadEntry changed, an endpoint push when only
+// endpoints did; nothing when nothing changed).
+func (p *Pipeline) Apply(u model.Update) {
 	req := &Request{Start: time.Now(), Reasons: Reasons{}}
-	for _, e := range events {
+	var fed map[config.Kind]bool
+	for _, e := range u.Events {
 		k := e.Key()
 		// Kinds that feed the model (ServiceEntries, WorkloadEntries)
 		// are judged through the model's change below (a full push only
@@ -128,25 +129,49 @@ func (p *Pipeline) OnEvents(events []store.Event) {
 		// types serve them as they are to MCP subscribers (istiod),
 		// whatever the model made of them, even a WorkloadEntry nobody
 		// here selects.
-		if !k.Kind.FeedsModel() {
+		if k.Kind.FeedsModel() {
+			if fed == nil {
+				fed = map[config.Kind]bool{}
+			}
+			fed[k.Kind] = true
+		} else {
 			req.Full = true
 		}
-		req.Configs = mergeSet(req.Configs, map[config.Key]bool{k: true})
+		if req.Configs == nil {
+			req.Configs = map[config.Key]bool{}
+		}
+		req.Configs[k] = true
+		if k.Kind == config.VirtualService && gatewayOnly(e.Old) && gatewayOnly(e.New) {
+			if req.GatewayOnly == nil {
+				req.GatewayOnly = map[config.Key]bool{}
+			}
+			req.GatewayOnly[k] = true
+		}
 	}
+	if len(fed) > 0 {
+		// Set before the model is updated, so a push that flushes in
+		// between re-indexes them too.
+		p.mu.Lock()
+		if p.unindexed == nil {
+			p.unindexed = map[config.Kind]bool{}
+		}
+		maps.Copy(p.unindexed, fed)
+		p.mu.Unlock()
+	}
+	ch := p.registry.Apply(u)
 	if len(ch.Services) > 0 {
 		req.Full = true
 		req.Services = ch.Services
-	}
-	for _, e := range events {
-		if e.Key().Kind == config.VirtualService && gatewayOnly(e.Old) && gatewayOnly(e.New) {
-			req.GatewayOnly = mergeSet(req.GatewayOnly, map[config.Key]bool{e.Key(): true})
-		}
 	}
 	req.Endpoints = ch.Endpoints
 	if len(ch.Endpoints) > 0 {
 		req.Addresses = ch.Addresses
 	}
 	switch {
+	case u.Kube != nil && len(ch.Services) > 0:
+		req.Reasons[ReasonKubeService] = 1
+	case u.Kube != nil && len(ch.Endpoints) > 0:
+		req.Reasons[ReasonKubeEndpoint] = 1
 	case req.Full:
 		req.Reasons[ReasonConfig] = 1
 	case len(req.Endpoints) > 0:

@@ -12,7 +12,7 @@ const (
 	// ReasonEndpoint: only endpoints changed (Request.Endpoints).
 	ReasonEndpoint Reason = "endpoint"
 	// ReasonKubeService and ReasonKubeEndpoint: a Kubernetes cluster's
-	// Services or endpoints changed (Pipeline.OnModelChange).
+	// Services or endpoints changed (Pipeline.OnKube).
 	ReasonKubeService  Reason = "kube-service"
 	ReasonKubeEndpoint Reason = "kube-endpoint"
 	// ReasonMesh: the mesh config changed. Global.

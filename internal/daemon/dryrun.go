@@ -98,7 +98,7 @@ func (d *Daemon) diffHandler(w http.ResponseWriter, r *http.Request) {
 func snapshotOf(cfgs []config.Config, mesh *meshv1alpha1.MeshConfig) *push.PushContext {
 	mem := store.NewMemory()
 	reg := model.NewRegistry(model.NewAllocator())
-	mem.Subscribe(func(evs []store.Event) { reg.Apply(evs) })
+	mem.Subscribe(func(evs []store.Event) { reg.Apply(model.Update{Events: evs}) })
 	mem.Apply(cfgs, nil)
 	return push.Build(nil, push.Inputs{Store: mem, Registry: reg, Mesh: mesh}, nil, time.Now())
 }

@@ -5,15 +5,15 @@ import (
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
-	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/sources/kube"
 )
 
 // startKube adds the Kubernetes source when the config names a clusters
 // directory: its Istio resources join the aggregate (below the config
-// directories), its Services, EndpointSlices and Pods go to the service
-// model, and each change of the model queues its push. The mesh config's
-// discoverySelectors choose the namespaces (kubeMeshChanged follows them).
+// directories), its Services, EndpointSlices and Pods go to the push
+// pipeline (the one way into the service model, as the store's events).
+// The mesh config's discoverySelectors choose the namespaces
+// (kubeMeshChanged follows them).
 func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 	if d.cfg.Clusters == "" {
 		return
@@ -23,7 +23,7 @@ func (d *Daemon) startKube(ctx context.Context, goRun func(func())) {
 		// The mesh config in force (the watcher's last good one), never a
 		// new read of the file: an edit since may be bad.
 		Dir: d.cfg.Clusters, Domain: d.cfg.ClusterDomain, DiscoverySelectors: d.pipeline.Mesh().GetDiscoverySelectors(),
-		Model:  func(u model.KubeUpdate) { d.pipeline.OnModelChange(d.registry.ApplyKube(u)) },
+		Model:  d.pipeline.OnKube,
 		Logger: d.log.With("component", "kube"), Metrics: kube.NewMetrics(d.reg),
 	}, sink)
 	if err != nil {

@@ -55,8 +55,8 @@ func BenchmarkFirstSnapshot10kPods(b *testing.B) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		agg, reg := store.NewAggregate(), model.NewRegistry(model.NewAllocator())
-		agg.Subscribe(func(evs []store.Event) { reg.Apply(evs) })
-		src, err := kube.New(kube.Options{Dir: dir, Model: func(u model.KubeUpdate) { reg.ApplyKube(u) }, Logger: slog.New(slog.DiscardHandler)}, agg.AddSource("kube"))
+		agg.Subscribe(func(evs []store.Event) { reg.Apply(model.Update{Events: evs}) })
+		src, err := kube.New(kube.Options{Dir: dir, Model: func(u model.KubeUpdate) { reg.Apply(model.Update{Kube: &u}) }, Logger: slog.New(slog.DiscardHandler)}, agg.AddSource("kube"))
 		if err != nil {
 			b.Fatal(err)
 		}

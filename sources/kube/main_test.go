@@ -75,7 +75,7 @@ func startEnv(t *testing.T, dir string, opts kube.Options) *env {
 	e := &env{dir: dir, agg: store.NewAggregate(), reg: model.NewRegistry(model.NewAllocator())}
 	sink := e.agg.AddSource("kube")
 	e.agg.Subscribe(func(evs []store.Event) {
-		ch := e.reg.Apply(evs) // what the push pipeline does
+		ch := e.reg.Apply(model.Update{Events: evs}) // what the push pipeline does
 		e.mu.Lock()
 		e.events = append(e.events, evs...)
 		if !ch.Empty() {
@@ -86,7 +86,7 @@ func startEnv(t *testing.T, dir string, opts kube.Options) *env {
 	opts.Dir = dir
 	opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts.Model = func(u model.KubeUpdate) {
-		ch := e.reg.ApplyKube(u)
+		ch := e.reg.Apply(model.Update{Kube: &u})
 		if !ch.Empty() {
 			e.mu.Lock()
 			e.changes = append(e.changes, ch)

@@ -7,9 +7,10 @@
 //
 // Kubernetes objects are converted here into core types: Services with
 // their EndpointSlices become model.KubeService values and Pods
-// model.WorkloadInstances, handed to Options.Model (the registry); Istio
-// resources become config.Configs delivered to a store.Sink, the same
-// contract sources/file keeps.
+// model.WorkloadInstances, handed to Options.Model (push.Pipeline.OnKube,
+// the one way into the service model); Istio resources become
+// config.Configs delivered to a store.Sink, the same contract sources/file
+// keeps.
 //
 // The cluster ID is the kubeconfig file's name without its extension
 // (clusters/east.yaml is cluster "east"); the file's current context

@@ -17,7 +17,7 @@ func snapshotOf(t *testing.T, manifests ...string) *push.PushContext {
 	t.Helper()
 	mem := store.NewMemory()
 	reg := model.NewRegistry(model.NewAllocator())
-	mem.Subscribe(func(evs []store.Event) { reg.Apply(evs) })
+	mem.Subscribe(func(evs []store.Event) { reg.Apply(model.Update{Events: evs}) })
 	for _, m := range manifests {
 		mem.Apply([]config.Config{configtest.Typed(t, m)}, nil)
 	}

@@ -103,11 +103,11 @@ func BuildKube(kube []model.KubeUpdate, files ...[]byte) (*push.PushContext, err
 		slices.SortStableFunc(events, func(a, b store.Event) int {
 			return kindRank(a.Key().Kind) - kindRank(b.Key().Kind)
 		})
-		reg.Apply(events)
+		reg.Apply(model.Update{Events: events})
 	})
 	mem.Apply(cfgs, nil)
 	for _, u := range kube {
-		reg.ApplyKube(u)
+		reg.Apply(model.Update{Kube: &u})
 	}
 	return push.Build(nil, push.Inputs{Store: mem, Registry: reg, Mesh: config.DefaultMeshConfig()}, nil, time.Unix(0, 0)), nil
 }
