@@ -14,7 +14,7 @@ import (
 // clusterOptions is core/cluster's configuration for this daemon: grace
 // is the registration grace period, which the table enforces cluster-wide.
 // Without a cluster it is a table of one (cluster.Options.Bind empty).
-func clusterOptions(c Config, grace time.Duration, logger *slog.Logger) (cluster.Options, error) {
+func clusterOptions(c daemonconfig.Config, grace time.Duration, logger *slog.Logger) (cluster.Options, error) {
 	cc := c.Cluster
 	o := cluster.Options{Name: cc.Name, Bind: cc.Bind, Advertise: cc.Advertise, Seeds: cc.Seeds, Grace: grace,
 		Logger: logger.With("component", "cluster")}

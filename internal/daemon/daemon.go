@@ -37,7 +37,7 @@ import (
 
 // Daemon is a running baremeshd.
 type Daemon struct {
-	cfg      Config
+	cfg      daemonconfig.Config
 	cluster  *cluster.Table // replicas (cluster.go); nil before Run
 	log      *slog.Logger
 	reg      *registry
@@ -60,7 +60,7 @@ type Daemon struct {
 
 // New builds a daemon from cfg and opens its listeners, so a caller knows
 // the bound addresses (":0" picks a free port) before Run.
-func New(cfg Config, log *slog.Logger) (*Daemon, error) {
+func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: log, reg: newRegistry(), agg: store.NewAggregate(), own: store.NewMemory()}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mesh, err := config.LoadMeshConfig(cfg.MeshConfig)

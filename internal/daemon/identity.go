@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/kube"
 	"github.com/baremesh/baremesh/xdsserver/ca"
 	"github.com/baremesh/baremesh/xdsserver/tlsport"
@@ -162,7 +163,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 // With cluster, a missing CA is not checked: a replica that shares the
 // cluster's trust takes the cluster's CA at start (trust.go), which
 // check-config, offline, cannot know.
-func checkIdentityState(cfg Config, cluster bool) error {
+func checkIdentityState(cfg daemonconfig.Config, cluster bool) error {
 	if err := identity.CheckStateDir(cfg.StateDir); err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func checkIdentityState(cfg Config, cluster bool) error {
 // creating anything: a plugged-in directory must hold a good CA; a
 // self-signed one may not exist yet (the first start makes it) but must be
 // good if it does, and must exist if the state directory was used with one.
-func checkCA(cfg Config) error {
+func checkCA(cfg daemonconfig.Config) error {
 	if cfg.TLSAddr == "" {
 		return nil
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/workloads"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // CheckConfig loads the configuration as baremeshd would from args and
 // parses the mesh config file it names: what `baremeshd check-config` and
 // the package's postinst use to decide whether the daemon can start.
-func CheckConfig(args []string) (Config, string, error) {
-	cfg, path, err := Load(args)
+func CheckConfig(args []string) (daemonconfig.Config, string, error) {
+	cfg, path, err := daemonconfig.Load(args)
 	if err != nil {
 		return cfg, path, err
 	}
@@ -49,7 +50,7 @@ var liveFields = []string{"logLevel"}
 
 // PlanReload compares two validated configurations field by field (by
 // their YAML names). It is pure.
-func PlanReload(old, next Config) ReloadPlan {
+func PlanReload(old, next daemonconfig.Config) ReloadPlan {
 	var p ReloadPlan
 	ov, nv := reflect.ValueOf(old), reflect.ValueOf(next)
 	t := ov.Type()
@@ -73,22 +74,22 @@ type reloader struct {
 	args  []string
 	level *slog.LevelVar
 	log   *slog.Logger
-	load  func(args []string) (Config, string, error)
+	load  func(args []string) (daemonconfig.Config, string, error)
 
 	mu      sync.Mutex
-	applied Config // what runs now
+	applied daemonconfig.Config // what runs now
 	pending []string
 	refused string
 }
 
-func newReloader(cfg Config, args []string, level *slog.LevelVar, log *slog.Logger) *reloader {
-	if l, err := ParseLevel(cfg.LogLevel); err == nil {
+func newReloader(cfg daemonconfig.Config, args []string, level *slog.LevelVar, log *slog.Logger) *reloader {
+	if l, err := daemonconfig.ParseLevel(cfg.LogLevel); err == nil {
 		level.Set(l)
 	}
-	return &reloader{args: args, level: level, log: log, load: Load, applied: cfg}
+	return &reloader{args: args, level: level, log: log, load: daemonconfig.Load, applied: cfg}
 }
 
-func (r *reloader) current() Config {
+func (r *reloader) current() daemonconfig.Config {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.applied
@@ -124,7 +125,7 @@ func (r *reloader) reload() (ReloadPlan, error) {
 	// a field changed and changed back is no longer pending.
 	plan := PlanReload(r.applied, next)
 	if slices.Contains(plan.Live, "logLevel") {
-		l, _ := ParseLevel(next.LogLevel) // validated by Load
+		l, _ := daemonconfig.ParseLevel(next.LogLevel) // validated by Load
 		r.level.Set(l)
 		r.applied.LogLevel = next.LogLevel
 		r.log.Info("log level changed", "level", next.LogLevel)

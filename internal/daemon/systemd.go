@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 )
 
@@ -59,7 +60,7 @@ type Systemd struct {
 }
 
 // NewSystemd builds the shell for d. cfg is the configuration d runs with.
-func NewSystemd(d *Daemon, cfg Config, log *slog.Logger, opts SystemdOptions) *Systemd {
+func NewSystemd(d *Daemon, cfg daemonconfig.Config, log *slog.Logger, opts SystemdOptions) *Systemd {
 	if opts.Notify == nil {
 		opts.Notify = func(state string) error { _, err := sddaemon.SdNotify(false, state); return err }
 	}
