@@ -53,8 +53,15 @@ func (r Record) Connected() bool { return !r.Deleted && r.DisconnectedAt == 0 }
 
 // Newer reports whether a wins over b for the same key. The order is
 // total and the same on every replica: the later claim (Stamp, then Owner
-// name), then within one claim the later change (Seq), and at equal Seq a
-// tombstone over a live record. Two records equal in all four are the
+// name), then within one claim the later change (Seq). Two replicas can
+// make different changes of one claim with the same Seq (the owner's
+// update and a survivor's disconnect mark while they are cut apart): then
+// a tombstone wins over a disconnected record, which wins over a
+// connected one (the owner, still holding the connection, reasserts it
+// with a higher Seq), then the later disconnect, then the greater data,
+// so that every replica keeps the same one. (Before, such a tie kept each
+// replica's own: the survivors kept the entry disconnected for good,
+// TestUpdateDuringPartition.) Two records equal in all of these are the
 // same record.
 func (a Record) Newer(b Record) bool {
 	switch {
@@ -64,9 +71,24 @@ func (a Record) Newer(b Record) bool {
 		return a.Owner > b.Owner
 	case a.Seq != b.Seq:
 		return a.Seq > b.Seq
+	case a.rank() != b.rank():
+		return a.rank() > b.rank()
+	case a.DisconnectedAt != b.DisconnectedAt:
+		return a.DisconnectedAt > b.DisconnectedAt
 	default:
-		return a.Deleted && !b.Deleted
+		return bytes.Compare(a.Data, b.Data) > 0
 	}
+}
+
+// rank orders the changes of one claim at equal Seq (see Newer).
+func (r Record) rank() int {
+	switch {
+	case r.Deleted:
+		return 2
+	case r.DisconnectedAt != 0:
+		return 1
+	}
+	return 0
 }
 
 // message kinds on the wire (the first byte of every gossip message).

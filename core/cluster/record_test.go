@@ -19,6 +19,8 @@ func TestNewerIsATotalOrder(t *testing.T) {
 		{"same stamp, higher owner name", Record{Key: "k", Owner: "c", Stamp: 100}},
 		{"same claim, later change", Record{Key: "k", Owner: "b", Stamp: 100, Seq: 4}},
 		{"same claim and seq, tombstone", Record{Key: "k", Owner: "b", Stamp: 100, Seq: 3, Deleted: true}},
+		{"same claim and seq, disconnected", Record{Key: "k", Owner: "b", Stamp: 100, Seq: 3, DisconnectedAt: 5}},
+		{"same claim and seq, other data", Record{Key: "k", Owner: "b", Stamp: 100, Seq: 3, Data: data("x")}},
 	} {
 		if !tc.a.Newer(base) || base.Newer(tc.a) {
 			t.Errorf("%s: want %+v strictly newer than %+v", tc.name, tc.a, base)
@@ -26,6 +28,22 @@ func TestNewerIsATotalOrder(t *testing.T) {
 	}
 	if base.Newer(base) {
 		t.Error("a record is newer than itself")
+	}
+	// Changes of one claim with the same Seq: exactly one of two
+	// different ones wins, in both directions.
+	same := []Record{
+		{Key: "k", Owner: "b", Stamp: 100, Seq: 3, Data: data("1")},
+		{Key: "k", Owner: "b", Stamp: 100, Seq: 3, Data: data("2")},
+		{Key: "k", Owner: "b", Stamp: 100, Seq: 3, DisconnectedAt: 7},
+		{Key: "k", Owner: "b", Stamp: 100, Seq: 3, DisconnectedAt: 8},
+		{Key: "k", Owner: "b", Stamp: 100, Seq: 3, DisconnectedAt: 8, Deleted: true},
+	}
+	for i, x := range same {
+		for j, y := range same {
+			if i != j && x.Newer(y) == y.Newer(x) {
+				t.Errorf("%+v and %+v: Newer both ways is %v", x, y, x.Newer(y))
+			}
+		}
 	}
 }
 
