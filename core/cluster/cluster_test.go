@@ -174,7 +174,18 @@ func TestReplicaKilled(t *testing.T) {
 // connected to a comes back. Afterwards every replica holds the same
 // table.
 func TestPartitionHeals(t *testing.T) {
-	n := three(t)
+	// A replica writes off an entry whose owner it does not see as a
+	// member once it has held it a grace period (reap): after the heal,
+	// a must see b as a member again within it. With the 400 ms of the
+	// other tests, under -race with a CPU hog, a took longer (its probes
+	// of b failed on after the heal), wrote b's live claim of ns/both off
+	// and, holding a connection for it, claimed it (1 of 10 make flake
+	// runs). 2 s, still a fifth of the daemon's default, is past that.
+	n := newNetwork(t, 2*time.Second)
+	n.start("a")
+	n.start("b", "a")
+	n.start("c", "a")
+	n.waitMembers(3, all...)
 	a, b, c := n.nodes["a"], n.nodes["b"], n.nodes["c"]
 	a.Claim("ns/stays-on-a", data("0"))
 	owned(t, n, "ns/stays-on-a", "a", true, all...)
