@@ -15,6 +15,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/cluster"
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // TestClusterConfig reads a cluster: block from a real file and starts
@@ -32,7 +33,7 @@ func TestClusterConfig(t *testing.T) {
 		}
 		return p
 	}
-	cfgA, err := ReadFile(write("a.yaml", "configDirs: [conf]\ncluster: {name: a, bind: '127.0.0.1:0', keyFile: gossip.key}\n"))
+	cfgA, err := daemonconfig.ReadFile(write("a.yaml", "configDirs: [conf]\ncluster: {name: a, bind: '127.0.0.1:0', keyFile: gossip.key}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestClusterConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Shutdown(false)
-	cfgB, err := ReadFile(write("b.yaml", "configDirs: [conf]\ncluster: {name: b, bind: '127.0.0.1:0', keyFile: gossip.key, seeds: ['"+a.Addr()+"']}\n"))
+	cfgB, err := daemonconfig.ReadFile(write("b.yaml", "configDirs: [conf]\ncluster: {name: b, bind: '127.0.0.1:0', keyFile: gossip.key, seeds: ['"+a.Addr()+"']}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,18 +80,18 @@ func TestClusterConfigErrors(t *testing.T) {
 	good := base64.StdEncoding.EncodeToString(make([]byte, 16))
 	for _, tc := range []struct {
 		name string
-		c    ClusterConfig
+		c    daemonconfig.ClusterConfig
 		want string
 	}{
-		{"seeds without bind", ClusterConfig{Seeds: []string{"10.0.0.1:7946"}}, "cluster: bind is required"},
-		{"bad bind", ClusterConfig{Bind: "7946"}, "cluster.bind"},
-		{"bad seed", ClusterConfig{Bind: ":7946", Seeds: []string{"x"}}, "cluster.seeds[0]"},
-		{"missing key", ClusterConfig{Bind: ":7946", KeyFile: filepath.Join(dir, "none")}, "cluster.keyFile"},
-		{"short key", ClusterConfig{Bind: ":7946", KeyFile: keyFile("short", base64.StdEncoding.EncodeToString([]byte("abc")), 0o600)}, "key is 3 bytes"},
-		{"not base64", ClusterConfig{Bind: ":7946", KeyFile: keyFile("junk", "!!!", 0o600)}, "not base64"},
-		{"readable by others", ClusterConfig{Bind: ":7946", KeyFile: keyFile("open", good, 0o644)}, "chmod 600"},
+		{"seeds without bind", daemonconfig.ClusterConfig{Seeds: []string{"10.0.0.1:7946"}}, "cluster: bind is required"},
+		{"bad bind", daemonconfig.ClusterConfig{Bind: "7946"}, "cluster.bind"},
+		{"bad seed", daemonconfig.ClusterConfig{Bind: ":7946", Seeds: []string{"x"}}, "cluster.seeds[0]"},
+		{"missing key", daemonconfig.ClusterConfig{Bind: ":7946", KeyFile: filepath.Join(dir, "none")}, "cluster.keyFile"},
+		{"short key", daemonconfig.ClusterConfig{Bind: ":7946", KeyFile: keyFile("short", base64.StdEncoding.EncodeToString([]byte("abc")), 0o600)}, "key is 3 bytes"},
+		{"not base64", daemonconfig.ClusterConfig{Bind: ":7946", KeyFile: keyFile("junk", "!!!", 0o600)}, "not base64"},
+		{"readable by others", daemonconfig.ClusterConfig{Bind: ":7946", KeyFile: keyFile("open", good, 0o644)}, "chmod 600"},
 	} {
-		cfg := Defaults()
+		cfg := daemonconfig.Defaults()
 		cfg.ConfigDirs = []string{dir}
 		cfg.Cluster = tc.c
 		err := cfg.Validate()
@@ -98,7 +99,7 @@ func TestClusterConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}
-	cfg := Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("no cluster block: %v", err)
@@ -107,10 +108,10 @@ func TestClusterConfigErrors(t *testing.T) {
 
 // runClustered runs a real daemon over an empty config dir with a
 // cluster: block; stop stops it (once).
-func runClustered(t *testing.T, cc ClusterConfig) (d *Daemon, stop func()) {
+func runClustered(t *testing.T, cc daemonconfig.ClusterConfig) (d *Daemon, stop func()) {
 	t.Helper()
 	dir := t.TempDir()
-	cfg := Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")
@@ -152,11 +153,11 @@ func clusterzOf(t *testing.T, d *Daemon) cluster.Status {
 // its own ports, find each other through one seed; /debug/clusterz and
 // /metrics show it, and a clean stop leaves the cluster.
 func TestDaemonsFormACluster(t *testing.T) {
-	a, _ := runClustered(t, ClusterConfig{Name: "cp-a", Bind: "127.0.0.1:0"})
+	a, _ := runClustered(t, daemonconfig.ClusterConfig{Name: "cp-a", Bind: "127.0.0.1:0"})
 	var addr string
 	testkit.Eventually(t, "cp-a's /debug/clusterz", func() bool { addr = clusterzOf(t, a).Addr; return addr != "" })
-	b, stopB := runClustered(t, ClusterConfig{Name: "cp-b", Bind: "127.0.0.1:0", Seeds: []string{addr}})
-	c, _ := runClustered(t, ClusterConfig{Name: "cp-c", Bind: "127.0.0.1:0", Seeds: []string{addr}})
+	b, stopB := runClustered(t, daemonconfig.ClusterConfig{Name: "cp-b", Bind: "127.0.0.1:0", Seeds: []string{addr}})
+	c, _ := runClustered(t, daemonconfig.ClusterConfig{Name: "cp-c", Bind: "127.0.0.1:0", Seeds: []string{addr}})
 	for _, d := range []*Daemon{a, b, c} {
 		testkit.Eventually(t, "three members on "+d.HTTPAddr(), func() bool { return len(clusterzOf(t, d).Members) == 3 })
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/internal/version"
 )
 
@@ -30,7 +31,7 @@ spec:
 // startDaemon runs a real daemon on free ports over dir.
 func startDaemon(t *testing.T, dir string) (*Daemon, func()) {
 	t.Helper()
-	cfg := Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(filepath.Dir(dir), "meshconfig.yaml")
@@ -170,12 +171,12 @@ func TestDaemonWaitsForMissingDir(t *testing.T) {
 func TestLoadFlagsAndFile(t *testing.T) {
 	dir := t.TempDir()
 	// --config-dir without --config: a missing default file is fine.
-	cfg, _, err := Load([]string{"--config-dir", dir, "--xds-addr", "127.0.0.1:1"})
+	cfg, _, err := daemonconfig.Load([]string{"--config-dir", dir, "--xds-addr", "127.0.0.1:1"})
 	if err != nil || cfg.XDSAddr != "127.0.0.1:1" || cfg.ConfigDirs[0] != dir {
 		t.Fatalf("cfg=%+v err=%v", cfg, err)
 	}
 	// An explicit missing file is an error.
-	if _, _, err := Load([]string{"--config", filepath.Join(dir, "nope.yaml")}); err == nil {
+	if _, _, err := daemonconfig.Load([]string{"--config", filepath.Join(dir, "nope.yaml")}); err == nil {
 		t.Fatal("missing explicit config file accepted")
 	}
 	file := filepath.Join(dir, "b.yaml")
@@ -190,7 +191,7 @@ func TestLoadFlagsAndFile(t *testing.T) {
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := Load([]string{"--config", file})
+		_, _, err := daemonconfig.Load([]string{"--config", file})
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), file) {
 			t.Errorf("config %q: err = %v, want it to name %q and the file", body, err, want)
 		}
@@ -198,7 +199,7 @@ func TestLoadFlagsAndFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte("configDirs: [c]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _, err = Load([]string{"--config", file, "--log-level", "debug"})
+	cfg, _, err = daemonconfig.Load([]string{"--config", file, "--log-level", "debug"})
 	if err != nil || cfg.ConfigDirs[0] != filepath.Join(dir, "c") || cfg.LogLevel != "debug" {
 		t.Fatalf("cfg=%+v err=%v", cfg, err)
 	}

@@ -18,10 +18,11 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
-func identityConfig(t *testing.T) Config {
-	cfg := Defaults()
+func identityConfig(t *testing.T) daemonconfig.Config {
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{t.TempDir()}
 	cfg.XDSAddr, cfg.HTTPAddr, cfg.TLSAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(t.TempDir(), "absent.yaml")
@@ -101,7 +102,7 @@ func TestBadCADirIsAStartupError(t *testing.T) {
 }
 
 // runDaemon runs a daemon from cfg until the test ends.
-func runDaemon(t *testing.T, cfg Config) *Daemon {
+func runDaemon(t *testing.T, cfg daemonconfig.Config) *Daemon {
 	t.Helper()
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {

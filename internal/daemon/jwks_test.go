@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/gen/lds"
@@ -71,13 +72,13 @@ func TestJWKSRotationReachesProxies(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "jwt.yaml"), []byte(strings.Replace(jwtWorld, "URI", srv.URL+"/keys", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(filepath.Dir(dir), "meshconfig.yaml")
-	cfg.Debounce = Duration{Duration: 10 * time.Millisecond}
+	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond}
 	refresh := 300 * time.Millisecond
-	cfg.JWKSRefresh = Duration{Duration: refresh}
+	cfg.JWKSRefresh = daemonconfig.Duration{Duration: refresh}
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

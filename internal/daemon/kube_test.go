@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 func TestClustersDirIsRelativeToTheConfigFile(t *testing.T) {
@@ -12,7 +14,7 @@ func TestClustersDirIsRelativeToTheConfigFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte("configDirs: [conf.d]\nclusters: clusters.d\nclusterDomain: corp.local\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ReadFile(p)
+	cfg, err := daemonconfig.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}

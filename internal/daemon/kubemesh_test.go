@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
 
@@ -48,7 +49,7 @@ func TestKubeStartsWithTheLastGoodMesh(t *testing.T) {
 	if err := os.WriteFile(mesh, []byte("discoverySelectors: [{matchLabels: {env: prod}}]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs, cfg.Clusters, cfg.MeshConfig = []string{conf}, clusters, mesh
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	d, err := New(cfg, slog.New(slog.DiscardHandler))

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 func TestLoadMCPUpstreams(t *testing.T) {
@@ -22,7 +24,7 @@ func TestLoadMCPUpstreams(t *testing.T) {
 	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _, err := Load([]string{"--config", path})
+	cfg, _, err := daemonconfig.Load([]string{"--config", path})
 	if err != nil {
 		t.Fatalf("mcp upstreams without configDirs: %v", err)
 	}
@@ -39,7 +41,7 @@ func TestLoadMCPUpstreams(t *testing.T) {
 		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := Load([]string{"--config", path}); err == nil || !strings.Contains(err.Error(), want) {
+		if _, _, err := daemonconfig.Load([]string{"--config", path}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want it to contain %q", bad, err, want)
 		}
 	}

@@ -8,23 +8,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 func TestPlanReload(t *testing.T) {
-	base := Defaults()
+	base := daemonconfig.Defaults()
 	base.ConfigDirs = []string{"/etc/baremesh/conf.d"}
 	for _, tc := range []struct {
 		name   string
-		change func(*Config)
+		change func(*daemonconfig.Config)
 		want   ReloadPlan
 	}{
-		{"nothing", func(*Config) {}, ReloadPlan{}},
-		{"level is live", func(c *Config) { c.LogLevel = "debug" }, ReloadPlan{Live: []string{"logLevel"}}},
-		{"listeners need a restart", func(c *Config) { c.XDSAddr, c.HTTPAddr = ":1", ":2" },
+		{"nothing", func(*daemonconfig.Config) {}, ReloadPlan{}},
+		{"level is live", func(c *daemonconfig.Config) { c.LogLevel = "debug" }, ReloadPlan{Live: []string{"logLevel"}}},
+		{"listeners need a restart", func(c *daemonconfig.Config) { c.XDSAddr, c.HTTPAddr = ":1", ":2" },
 			ReloadPlan{Restart: []string{"xdsAddr", "httpAddr"}}},
-		{"sources need a restart", func(c *Config) { c.ConfigDirs = append(c.ConfigDirs, "/x") },
+		{"sources need a restart", func(c *daemonconfig.Config) { c.ConfigDirs = append(c.ConfigDirs, "/x") },
 			ReloadPlan{Restart: []string{"configDirs"}}},
-		{"both", func(c *Config) { c.LogLevel = "warn"; c.Debounce = Duration{Duration: time.Second} },
+		{"both", func(c *daemonconfig.Config) {
+			c.LogLevel = "warn"
+			c.Debounce = daemonconfig.Duration{Duration: time.Second}
+		},
 			ReloadPlan{Live: []string{"logLevel"}, Restart: []string{"debounce"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +47,7 @@ func TestReloaderKeepsOldConfigOnError(t *testing.T) {
 	dir := t.TempDir()
 	file := writeDaemonConfig(t, dir, "logLevel: warn\n")
 	args := []string{"--config", file}
-	cfg, _, err := Load(args)
+	cfg, _, err := daemonconfig.Load(args)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,11 @@ import (
 	"testing"
 
 	"github.com/baremesh/baremesh/core/identity"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // checkConfigArgs are baremeshd check-config's flags for cfg.
-func checkConfigArgs(cfg Config, tls bool) []string {
+func checkConfigArgs(cfg daemonconfig.Config, tls bool) []string {
 	args := []string{"--config-dir", cfg.ConfigDirs[0], "--state-dir", cfg.StateDir, "--mesh-config", cfg.MeshConfig}
 	if tls {
 		args = append(args, "--tls-addr", "127.0.0.1:0")
@@ -21,7 +22,7 @@ func checkConfigArgs(cfg Config, tls bool) []string {
 }
 
 // startStop starts a daemon from cfg and stops it at once.
-func startStop(t *testing.T, cfg Config) {
+func startStop(t *testing.T, cfg daemonconfig.Config) {
 	t.Helper()
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -43,10 +44,10 @@ func startStop(t *testing.T, cfg Config) {
 func TestCAMissingRefused(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		setup func(t *testing.T, cfg Config)
+		setup func(t *testing.T, cfg daemonconfig.Config)
 		names string // a path the refusal names
 	}{
-		{"used tokens, no ca/", func(t *testing.T, cfg Config) {
+		{"used tokens, no ca/", func(t *testing.T, cfg daemonconfig.Config) {
 			store := &identity.TokenStore{Dir: filepath.Join(cfg.StateDir, "tokens")}
 			tok, _, err := store.Create(identity.TokenSpec{Namespace: "default", ServiceAccount: "vm", TTL: 3600e9})
 			if err != nil {
@@ -56,7 +57,7 @@ func TestCAMissingRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "tokens.json holds 1 join token(s) already used"},
-		{"ca/ emptied after a start", func(t *testing.T, cfg Config) {
+		{"ca/ emptied after a start", func(t *testing.T, cfg daemonconfig.Config) {
 			startStop(t, cfg)
 			for _, f := range []string{identity.CACertFile, identity.CAKeyFile, identity.RootCertFile} {
 				if err := os.Remove(filepath.Join(cfg.StateDir, "ca", f)); err != nil {
@@ -64,7 +65,7 @@ func TestCAMissingRefused(t *testing.T) {
 				}
 			}
 		}, "exists but holds no ca-cert.pem"},
-		{"registrations, no ca/", func(t *testing.T, cfg Config) {
+		{"registrations, no ca/", func(t *testing.T, cfg daemonconfig.Config) {
 			dir := filepath.Join(cfg.StateDir, "workloads")
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // notifySocket is a real NOTIFY_SOCKET: a unixgram listener whose path is
@@ -94,7 +95,7 @@ func TestSystemdNotifyMessages(t *testing.T) {
 	dir := t.TempDir()
 	file := writeDaemonConfig(t, dir, "logLevel: info\n")
 	args := []string{"--config", file}
-	cfg, _, err := Load(args)
+	cfg, _, err := daemonconfig.Load(args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func TestSystemdReadyHoldHook(t *testing.T) {
 	t.Setenv("WATCHDOG_USEC", "")
 	dir := t.TempDir()
 	file := writeDaemonConfig(t, dir, "")
-	cfg, _, err := Load([]string{"--config", file})
+	cfg, _, err := daemonconfig.Load([]string{"--config", file})
 	if err != nil {
 		t.Fatal(err)
 	}

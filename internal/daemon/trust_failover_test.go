@@ -22,6 +22,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 const failoverGroupYAML = `apiVersion: networking.istio.io/v1
@@ -57,7 +58,7 @@ func TestTLSProxiesFailOver(t *testing.T) {
 	start := func(name string, seeds ...string) (trustReplica, context.CancelFunc) {
 		cfg := identityConfig(t)
 		cfg.ConfigDirs = []string{conf}
-		cfg.Cluster = ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds, KeyFile: keyFile}
+		cfg.Cluster = daemonconfig.ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds, KeyFile: keyFile}
 		d, err := New(cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)

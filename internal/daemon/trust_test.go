@@ -25,12 +25,13 @@ import (
 
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // trustReplica is one baremeshd of a test cluster with the TLS port on.
 type trustReplica struct {
 	*Daemon
-	cfg Config
+	cfg daemonconfig.Config
 }
 
 func (r trustReplica) tokens() *identity.TokenStore {
@@ -42,7 +43,7 @@ func (r trustReplica) tokens() *identity.TokenStore {
 func startTrustReplica(t *testing.T, name, keyFile string, seeds ...string) trustReplica {
 	t.Helper()
 	cfg := identityConfig(t)
-	cfg.Cluster = ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds, KeyFile: keyFile}
+	cfg.Cluster = daemonconfig.ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds, KeyFile: keyFile}
 	return trustReplica{Daemon: runDaemon(t, cfg), cfg: cfg}
 }
 
@@ -190,7 +191,7 @@ func TestReplicaTakesClusterCA(t *testing.T) {
 	}
 	a := startTrustReplica(t, "cp-a", keyFile)
 	cfg := identityConfig(t)
-	cfg.Cluster = ClusterConfig{Name: "cp-b", Bind: "127.0.0.1:0", Seeds: []string{a.Cluster().Addr()}, KeyFile: keyFile}
+	cfg.Cluster = daemonconfig.ClusterConfig{Name: "cp-b", Bind: "127.0.0.1:0", Seeds: []string{a.Cluster().Addr()}, KeyFile: keyFile}
 	store := &identity.TokenStore{Dir: filepath.Join(cfg.StateDir, "tokens")}
 	tok, _, err := store.Create(identity.TokenSpec{Namespace: "default", ServiceAccount: "vm", TTL: time.Hour})
 	if err != nil {
@@ -212,7 +213,7 @@ func TestReplicaTakesClusterCA(t *testing.T) {
 
 // writeClusterConfig writes cfg's cluster: block as a config file (the
 // cluster is not a flag).
-func writeClusterConfig(t *testing.T, cfg Config) string {
+func writeClusterConfig(t *testing.T, cfg daemonconfig.Config) string {
 	t.Helper()
 	data, err := json.Marshal(map[string]any{"cluster": cfg.Cluster})
 	if err != nil {
