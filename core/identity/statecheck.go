@@ -123,6 +123,9 @@ func CheckTokenFile(dir string) error {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return fmt.Errorf("%w: %s: %v (restore it from a backup; or move it away, which revokes every join token: make new ones with baremeshctl token create)", ErrTokenStore, path, err)
 	}
+	if err := checkTokenFormat(path, &f); err != nil {
+		return err
+	}
 	for i, r := range f.Tokens {
 		if r.ID == "" || len(r.SHA256) == 0 {
 			return fmt.Errorf("%w: %s: token %d has no id or hash (restore the file from a backup)", ErrTokenStore, path, i)

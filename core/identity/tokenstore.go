@@ -34,8 +34,26 @@ type TokenStore struct {
 	Now func() time.Time // nil: time.Now
 }
 
+// tokenFile is tokens.json. Version is its format: 1 since it has one
+// (a file of the releases before has none and reads as 1; those releases
+// ignore the field). A file of a later format is refused, never
+// rewritten (checkTokenFormat).
 type tokenFile struct {
-	Tokens []TokenRecord `json:"tokens"`
+	Version int           `json:"version,omitempty"`
+	Tokens  []TokenRecord `json:"tokens"`
+}
+
+// TokenFormat is the tokens.json format this release reads and writes.
+const TokenFormat = 1
+
+// checkTokenFormat refuses a token file of a later format than this
+// release's: a downgrade must not rewrite (and so lose) what it cannot
+// read.
+func checkTokenFormat(path string, f *tokenFile) error {
+	if f.Version > TokenFormat {
+		return fmt.Errorf("%w: %s is of format %d, written by a later baremesh (this release reads format %d): refusing to read or rewrite it; run the later release, or restore the file from this release's backup", ErrTokenStore, path, f.Version, TokenFormat)
+	}
+	return nil
 }
 
 // TokenSpec is what `baremeshctl token create` asks for.
@@ -173,6 +191,9 @@ func (s *TokenStore) update(fn func(*tokenFile) (bool, error)) error {
 		if err := json.Unmarshal(data, &f); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrTokenStore, path, err)
 		}
+		if err := checkTokenFormat(path, &f); err != nil {
+			return err
+		}
 	}
 	write, err := fn(&f)
 	if err != nil || !write {
@@ -182,6 +203,7 @@ func (s *TokenStore) update(fn func(*tokenFile) (bool, error)) error {
 	f.Tokens = slices.DeleteFunc(f.Tokens, func(r TokenRecord) bool {
 		return r.Expires.Before(cutoff) || (r.Revoked != nil && r.Revoked.Before(cutoff))
 	})
+	f.Version = TokenFormat
 	out, err := json.MarshalIndent(&f, "", "  ")
 	if err != nil {
 		return err
