@@ -48,9 +48,12 @@ func TestTokenFileFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
-		"check":  CheckTokenFile(dir),
-		"use":    func() error { _, err := s.Use(tok); return err }(),
-		"create": func() error { _, _, err := s.Create(TokenSpec{Namespace: "ns", ServiceAccount: "sa", TTL: time.Hour}); return err }(),
+		"check": CheckTokenFile(dir),
+		"use":   func() error { _, err := s.Use(tok); return err }(),
+		"create": func() error {
+			_, _, err := s.Create(TokenSpec{Namespace: "ns", ServiceAccount: "sa", TTL: time.Hour})
+			return err
+		}(),
 		"revoke": func() error { _, err := s.Revoke(rec.ID); return err }(),
 	} {
 		if !errors.Is(err, ErrTokenStore) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "format 2") {
