@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/internal/version"
 )
 
@@ -23,7 +24,7 @@ func main() {
 			fmt.Println("baremeshd", version.Version)
 			return
 		case "help":
-			_, _, _ = daemon.Load([]string{"-h"}) // prints the usage
+			_, _, _ = daemonconfig.Load([]string{"-h"}) // prints the usage
 			return
 		}
 	}
@@ -41,7 +42,7 @@ func main() {
 	}
 	hup := make(chan os.Signal, 1) // SIGHUP reloads; registered before anything can be slow
 	signal.Notify(hup, syscall.SIGHUP)
-	cfg, path, err := daemon.Load(os.Args[1:])
+	cfg, path, err := daemonconfig.Load(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return // --help printed the usage
 	}
@@ -50,7 +51,7 @@ func main() {
 		os.Exit(2)
 	}
 	level := new(slog.LevelVar) // changed by reloads
-	lv, _ := daemon.ParseLevel(cfg.LogLevel)
+	lv, _ := daemonconfig.ParseLevel(cfg.LogLevel)
 	level.Set(lv)
 	log := slog.New(slog.NewTextHandler(os.Stderr, daemon.LogHandlerOptions(level)))
 	log.Info("baremeshd starting", "version", version.Version, "config", path)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
 
@@ -120,7 +121,7 @@ func start(ctx context.Context, o options) (ex *example, err error) {
 			return nil, err
 		}
 	}
-	cfg, err := daemon.ReadFile(filepath.Join(work, "baremesh.yaml"))
+	cfg, err := daemonconfig.ReadFile(filepath.Join(work, "baremesh.yaml"))
 	if err != nil {
 		return nil, err
 	}
