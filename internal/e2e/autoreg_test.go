@@ -29,7 +29,7 @@ import (
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/core/workloads"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // vmFiles is echo.mesh selecting app=echo, one hand-written entry
@@ -91,9 +91,9 @@ func certFiles(t testing.TB, stateDir, ns, sa string) (certFile, keyFile, rootFi
 
 func startIdentityMesh(t testing.TB, files map[string]string) (*mesh, string) {
 	stateDir := t.TempDir()
-	m := startMeshWith(t, files, func(c *daemon.Config) {
+	m := startMeshWith(t, files, func(c *daemonconfig.Config) {
 		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
-		c.RegistrationGrace = daemon.Duration{Duration: time.Second}
+		c.RegistrationGrace = daemonconfig.Duration{Duration: time.Second}
 	})
 	return m, stateDir
 }
@@ -340,9 +340,9 @@ func TestAutoRegistrationSurvivesRestart(t *testing.T) {
 	static, vm := startBackend(t, "static"), startBackend(t, "vm")
 	stateDir := t.TempDir()
 	const grace = 3 * time.Second
-	configure := func(c *daemon.Config) {
+	configure := func(c *daemonconfig.Config) {
 		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
-		c.RegistrationGrace = daemon.Duration{Duration: grace}
+		c.RegistrationGrace = daemonconfig.Duration{Duration: grace}
 	}
 	m1 := startMeshWith(t, vmFiles(static, vm), configure)
 	certFile, keyFile, rootFile := certFiles(t, stateDir, "default", "vm-sa")

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -44,7 +44,7 @@ func TestConfigzAgreesWithServedGateway(t *testing.T) {
 	cfgCert, cfgKey := ca.issue(t, "cfg.example.com", 31)
 	writeCredential(t, creds, "cfg-cert", map[string][]byte{"tls.crt": cfgCert, "tls.key": cfgKey, "namespaces": []byte("istio-config\n")})
 	stateDir := t.TempDir()
-	m := startMeshWith(t, map[string]string{"gw.yaml": crossNamespaceGateway}, func(c *daemon.Config) {
+	m := startMeshWith(t, map[string]string{"gw.yaml": crossNamespaceGateway}, func(c *daemonconfig.Config) {
 		c.CredentialsDir = creds
 		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
 	})

@@ -32,7 +32,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -189,7 +189,7 @@ func TestGatewayCredentialsOverSDS(t *testing.T) {
 	sCert, sKey := ca.issue(t, "shop.example.com", 12)
 	writeCredential(t, creds, "shop-cert", map[string][]byte{"tls.crt": sCert, "tls.key": sKey, "namespaces": []byte("shop\n")})
 	stateDir := t.TempDir()
-	m := startMeshWith(t, map[string]string{"gw.yaml": gatewayConfig}, func(c *daemon.Config) {
+	m := startMeshWith(t, map[string]string{"gw.yaml": gatewayConfig}, func(c *daemonconfig.Config) {
 		c.CredentialsDir = creds
 		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
 	})
@@ -331,7 +331,7 @@ func TestGatewaySecretsNeedIdentity(t *testing.T) {
 	sCert, sKey := ca.issue(t, "shop.example.com", 12)
 	writeCredential(t, creds, "shop-cert", map[string][]byte{"tls.crt": sCert, "tls.key": sKey, "namespaces": []byte("shop\n")})
 	stateDir := t.TempDir()
-	m := startMeshWith(t, map[string]string{"gw.yaml": gatewayConfig}, func(c *daemon.Config) {
+	m := startMeshWith(t, map[string]string{"gw.yaml": gatewayConfig}, func(c *daemonconfig.Config) {
 		c.CredentialsDir = creds
 		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
 	})

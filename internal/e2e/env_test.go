@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/xds"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // mesh is a running baremeshd over a temporary config directory.
@@ -39,17 +40,17 @@ func startMesh(t *testing.T, files map[string]string) *mesh {
 }
 
 // startMeshWith is startMesh with changes to the daemon's configuration.
-func startMeshWith(t testing.TB, files map[string]string, configure func(*daemon.Config)) *mesh {
+func startMeshWith(t testing.TB, files map[string]string, configure func(*daemonconfig.Config)) *mesh {
 	t.Helper()
 	m := &mesh{t: t, dir: t.TempDir()}
 	for name, body := range files {
 		m.write(name, body)
 	}
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{m.dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(m.dir, "no-meshconfig.yaml")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond}
 	if configure != nil {
 		configure(&cfg)
 	}

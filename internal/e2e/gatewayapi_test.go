@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -171,7 +171,7 @@ spec:
   gatewayClassName: istio
   listeners:
   - {name: https, port: 443, protocol: HTTPS, hostname: www.example.com, tls: {certificateRefs: [{name: www-cert}]}}
-`}, func(c *daemon.Config) {
+`}, func(c *daemonconfig.Config) {
 		c.CredentialsDir = creds
 		c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
 	})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/internal/load"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
@@ -73,7 +74,7 @@ func kubeBenchOnce(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(clusters, "scale.yaml"), kc, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.Clusters = clusters
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"

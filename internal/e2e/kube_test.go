@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
 
@@ -64,7 +64,7 @@ func startBackendOn(t *testing.T, name, host string) *backend {
 // startKubeMesh is startMesh with a clusters directory.
 func startKubeMesh(t *testing.T, files map[string]string, clusters string) *mesh {
 	t.Helper()
-	return startMeshWith(t, files, func(c *daemon.Config) { c.Clusters = clusters })
+	return startMeshWith(t, files, func(c *daemonconfig.Config) { c.Clusters = clusters })
 }
 
 // TestGRPCGoXDSClientMixedMesh: a real kube-apiserver holds a Service

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 	"github.com/baremesh/baremesh/sources/mcp"
 )
@@ -186,7 +186,7 @@ func (i *istiod) apply(manifest string) {
 // startMeshMCP is startMesh with MCP upstreams.
 func startMeshMCP(t *testing.T, files map[string]string, ups ...mcp.UpstreamConfig) *mesh {
 	t.Helper()
-	return startMeshWith(t, files, func(c *daemon.Config) {
+	return startMeshWith(t, files, func(c *daemonconfig.Config) {
 		c.MCP = ups
 		must(t, c.Validate())
 	})

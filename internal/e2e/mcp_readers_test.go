@@ -10,13 +10,13 @@ import (
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/mcp"
 )
 
 // plaintextMCP opts a test's daemon in to plaintext MCP readers (an
 // istiod or a baremeshd reading from the loopback xdsAddr).
-func plaintextMCP(c *daemon.Config) { c.AllowPlaintextMCPReaders = true }
+func plaintextMCP(c *daemonconfig.Config) { c.AllowPlaintextMCPReaders = true }
 
 // TestMCPReadersNeedIdentity (issue #24): the Istio config goes over MCP
 // only to control-plane identities, as istiod's API generator with
@@ -30,7 +30,7 @@ func TestMCPReadersNeedIdentity(t *testing.T) {
 	bs := map[string]*backend{"a1": startBackend(t, "a1")}
 	stateDir := t.TempDir()
 	m := startMeshWith(t, map[string]string{"echo.yaml": echoService(bs, map[string]string{"a1": "v1"}), "vs.yaml": routes(100, 0, "")},
-		func(c *daemon.Config) {
+		func(c *daemonconfig.Config) {
 			c.TLSAddr, c.StateDir, c.TLSSANs = "127.0.0.1:0", stateDir, []string{"127.0.0.1"}
 			c.MCPReaders = []string{"mirror/*"}
 		})

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // TestReplicasRestartedTogether (issue #15, state that survives, with
@@ -20,10 +20,10 @@ func TestReplicasRestartedTogether(t *testing.T) {
 	files := vmFiles(static, vm)
 	states := map[string]string{"cp-a": t.TempDir(), "cp-b": t.TempDir(), "cp-c": t.TempDir()}
 	start := func(name string, seeds ...string) *mesh {
-		return startMeshWith(t, files, func(c *daemon.Config) {
-			c.Cluster = daemon.ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds}
+		return startMeshWith(t, files, func(c *daemonconfig.Config) {
+			c.Cluster = daemonconfig.ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds}
 			c.AllowUnauthenticatedRegistration = true
-			c.RegistrationGrace = daemon.Duration{Duration: replicaGrace}
+			c.RegistrationGrace = daemonconfig.Duration{Duration: replicaGrace}
 			c.StateDir = states[name]
 		})
 	}

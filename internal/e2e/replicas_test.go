@@ -14,7 +14,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/cluster"
 	"github.com/baremesh/baremesh/core/testkit"
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // replicaGrace is the registration grace period of the replica tests.
@@ -26,10 +26,10 @@ const replicaGrace = 3 * time.Second
 // own CA here, so the VMs register unauthenticated).
 func startReplica(t *testing.T, name string, files map[string]string, seeds ...string) *mesh {
 	t.Helper()
-	return startMeshWith(t, files, func(c *daemon.Config) {
-		c.Cluster = daemon.ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds}
+	return startMeshWith(t, files, func(c *daemonconfig.Config) {
+		c.Cluster = daemonconfig.ClusterConfig{Name: name, Bind: "127.0.0.1:0", Seeds: seeds}
 		c.AllowUnauthenticatedRegistration = true
-		c.RegistrationGrace = daemon.Duration{Duration: replicaGrace}
+		c.RegistrationGrace = daemonconfig.Duration{Duration: replicaGrace}
 	})
 }
 

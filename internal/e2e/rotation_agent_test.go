@@ -25,6 +25,7 @@ import (
 
 	"github.com/baremesh/baremesh/internal/ctl"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/internal/onboard"
 )
 
@@ -54,7 +55,7 @@ func startCADaemon(t *testing.T, extra string) (cfgFile string, d *daemon.Daemon
 	cfgFile = filepath.Join(dir, "baremesh.yaml")
 	must(t, os.WriteFile(cfgFile, []byte("configDirs: [conf.d]\nmeshConfig: meshconfig.yaml\nstateDir: state\n"+
 		"xdsAddr: 127.0.0.1:0\nhttpAddr: 127.0.0.1:0\ntlsAddr: 127.0.0.1:0\n"+extra), 0o644))
-	cfg, err := daemon.ReadFile(cfgFile)
+	cfg, err := daemonconfig.ReadFile(cfgFile)
 	must(t, err)
 	d, err = daemon.New(cfg, slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	must(t, err)
