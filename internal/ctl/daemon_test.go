@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files and the captured daemon answers")
@@ -56,12 +57,12 @@ func startExample(t *testing.T) (*daemon.Daemon, string) {
 			t.Fatal(err)
 		}
 	}
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{conf}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = "../../examples/vm-mesh/meshconfig.yaml"
 	cfg.StateDir = filepath.Join(dir, "state")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond}
 	d, err := daemon.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

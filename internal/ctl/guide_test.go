@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/nodeagent/agent"
 )
 
@@ -136,11 +137,11 @@ func TestREADMEGuide(t *testing.T) {
 	}
 
 	// The control plane, as the guide configures it.
-	cfg, err := daemon.ReadFile(filepath.Join(root, "etc/baremesh/baremesh.yaml"))
+	cfg, err := daemonconfig.ReadFile(filepath.Join(root, "etc/baremesh/baremesh.yaml"))
 	if err != nil {
 		t.Fatalf("the guide's baremesh.yaml: %v", err)
 	}
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond} // quicker pushes, nothing else changed
+	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond} // quicker pushes, nothing else changed
 	d, err := daemon.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("baremeshd with the guide's baremesh.yaml: %v", err)

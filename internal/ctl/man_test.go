@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // roff escapes "-" as "\-" in the man pages.
@@ -33,7 +33,7 @@ func TestManPages(t *testing.T) {
 		}
 	}
 	page = manPage(t, "baremeshd.8")
-	for _, m := range regexp.MustCompile(`baremeshd ([a-z-]+) `).FindAllStringSubmatch(daemon.Usage, -1) {
+	for _, m := range regexp.MustCompile(`baremeshd ([a-z-]+) `).FindAllStringSubmatch(daemonconfig.Usage, -1) {
 		if !strings.Contains(page, ".B "+roff(m[1])+"\n") {
 			t.Errorf("baremeshd.8 has no entry for the command %s", m[1])
 		}
@@ -58,7 +58,7 @@ func flagHelp(t *testing.T) string {
 	}
 	old := os.Stderr
 	os.Stderr = w
-	_, _, _ = daemon.Load([]string{"-h"})
+	_, _, _ = daemonconfig.Load([]string{"-h"})
 	os.Stderr = old
 	w.Close()
 	b := make([]byte, 1<<16)

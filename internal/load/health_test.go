@@ -19,6 +19,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/workloads"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -36,7 +37,7 @@ func BenchmarkHealthFlipToEDS(b *testing.B) {
 		writeFile(b, dir, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
 	}
 	writeFile(b, dir, "vm.yaml", vmGroupYAML)
-	cfg := daemon.Defaults() // the default debounce (100 ms)
+	cfg := daemonconfig.Defaults() // the default debounce (100 ms)
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m.Run) }
@@ -105,11 +106,11 @@ func startDaemon(t *testing.T, n int) (addr, dir string) {
 	for i := range n {
 		writeFile(t, dir, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
 	}
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond}
 	level := slog.LevelWarn
 	if os.Getenv("LOAD_DEBUG") != "" {
 		level = slog.LevelDebug
@@ -135,7 +136,7 @@ func startDaemon(t *testing.T, n int) (addr, dir string) {
 func startInProcess(tb testing.TB, n int) *daemonProc {
 	dir := tb.TempDir()
 	writeMesh(tb, dir, n)
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")

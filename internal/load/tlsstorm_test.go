@@ -17,6 +17,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/identity"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 )
 
 // BenchmarkConnectStormTLS is identity's connect-storm figure: one
@@ -42,7 +43,7 @@ func BenchmarkConnectStormTLS(b *testing.B) {
 	for i := range envInt("BAREMESH_SCALE_SERVICES", 1000) {
 		writeFile(b, conf, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
 	}
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{conf}
 	cfg.XDSAddr, cfg.HTTPAddr, cfg.TLSAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.StateDir, cfg.TLSSANs = filepath.Join(dir, "state"), []string{"127.0.0.1"}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/mcp"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -57,7 +58,7 @@ current-context: east
 // cluster and an MCP upstream that are down (such a daemon serves no
 // config until they sync, so the xDS metrics come from one without).
 // tweak, if not nil, changes the config last.
-func runDaemon(t *testing.T, deadSources bool, tweak func(*daemon.Config)) (*daemon.Daemon, string) {
+func runDaemon(t *testing.T, deadSources bool, tweak func(*daemonconfig.Config)) (*daemon.Daemon, string) {
 	t.Helper()
 	root := t.TempDir()
 	conf, clusters, state := filepath.Join(root, "conf.d"), filepath.Join(root, "clusters"), filepath.Join(root, "state")
@@ -67,7 +68,7 @@ func runDaemon(t *testing.T, deadSources bool, tweak func(*daemon.Config)) (*dae
 		}
 	}
 	write(t, filepath.Join(conf, "a.yaml"), strings.ReplaceAll(serviceEntry, "NAME", "a"))
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs, cfg.StateDir = []string{conf}, state
 	if deadSources {
 		write(t, filepath.Join(clusters, "east.yaml"), deadKubeconfig)
@@ -76,8 +77,8 @@ func runDaemon(t *testing.T, deadSources bool, tweak func(*daemon.Config)) (*dae
 	}
 	cfg.MeshConfig = filepath.Join(root, "meshconfig.yaml")
 	cfg.XDSAddr, cfg.HTTPAddr, cfg.TLSAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Cluster = daemon.ClusterConfig{Name: "r1", Bind: "127.0.0.1:0"}
-	cfg.ConvergenceSLO = daemon.Duration{Duration: time.Nanosecond}
+	cfg.Cluster = daemonconfig.ClusterConfig{Name: "r1", Bind: "127.0.0.1:0"}
+	cfg.ConvergenceSLO = daemonconfig.Duration{Duration: time.Nanosecond}
 	cfg.MaxStreamsPerConnection = 1
 	if tweak != nil {
 		tweak(&cfg)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -57,8 +58,8 @@ func TestDashboardScreenshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, conf := runDaemon(t, false, func(c *daemon.Config) {
-		c.ConvergenceSLO = daemon.Duration{Duration: 250 * time.Millisecond} // tight, so the SLO panel has misses to show
+	d, conf := runDaemon(t, false, func(c *daemonconfig.Config) {
+		c.ConvergenceSLO = daemonconfig.Duration{Duration: 250 * time.Millisecond} // tight, so the SLO panel has misses to show
 		c.MaxStreamsPerConnection = 100
 	})
 	promAddr := startPrometheus(t, prom, d.HTTPAddr())

@@ -35,6 +35,7 @@ import (
 	pb "istio.io/api/security/v1alpha1"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/ca"
 )
 
@@ -90,7 +91,7 @@ func testSetupAt(t *testing.T, tlsHost, extraConfig string) (cfgFile string, d *
 	cfgFile = filepath.Join(dir, "baremesh.yaml")
 	must(t, os.WriteFile(cfgFile, []byte("configDirs: [conf.d]\nmeshConfig: meshconfig.yaml\nstateDir: state\n"+
 		"xdsAddr: 127.0.0.1:0\nhttpAddr: 127.0.0.1:0\ntlsAddr: "+net.JoinHostPort(tlsHost, "0")+"\n"+extraConfig), 0o644))
-	cfg, err := daemon.ReadFile(cfgFile)
+	cfg, err := daemonconfig.ReadFile(cfgFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/sources/kube/kubetest"
 )
 
@@ -398,13 +399,13 @@ func startBaremesh(t *testing.T, config []byte, mesh ...string) (addr string, st
 	if len(mesh) > 0 && mesh[0] != "" { // a scenario's mesh config (mesh_test.go)
 		must(t, os.WriteFile(filepath.Join(dir, "meshconfig.yaml"), []byte(mesh[0]), 0o644))
 	}
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "meshconfig.yaml")
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CredentialsDir = filepath.Join(dir, "credentials")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond}
 	level := slog.LevelError
 	if os.Getenv("PARITY_DEBUG") != "" {
 		level = slog.LevelDebug
