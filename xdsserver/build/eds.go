@@ -116,6 +116,10 @@ type edsCache struct {
 	// the same subscription and key fields get the same list of CLAs,
 	// and only the first looks up its thousands of clusters.
 	lists map[edsListKey][]*wire.Resource
+	// flights are the lists being generated (lookupList); waits counts
+	// the callers that waited for one instead of generating.
+	flights map[edsListKey]chan struct{}
+	waits   uint64
 }
 
 // maxEDSLists bounds the whole-subscription lists kept per snapshot:
@@ -133,27 +137,56 @@ type edsListKey struct {
 	endpoints uint64
 }
 
-func (c *edsCache) getList(k edsListKey) ([]*wire.Resource, bool) {
+// lookupList returns the cached list of k. If there is none and another
+// caller is generating it, it waits for that generation and looks again:
+// a hundred streams asking for the same list at once (a push reaching
+// every wildcard EDS stream) generate it once, not once per generation
+// slot. Otherwise lead is not nil and the caller generates: it must call
+// lead with the result (nil if it failed), which caches it and wakes the
+// waiters.
+func (c *edsCache) lookupList(k edsListKey) (res []*wire.Resource, ok bool, lead func([]*wire.Resource)) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.advance(k.base.push); k.base.push != c.push {
-		return nil, false
+	for {
+		if c.advance(k.base.push); k.base.push != c.push {
+			c.mu.Unlock()
+			return nil, false, func([]*wire.Resource) {} // an older snapshot: not cached
+		}
+		if res, ok := c.lists[k]; ok {
+			c.mu.Unlock()
+			return res, true, nil
+		}
+		ch, busy := c.flights[k]
+		if !busy {
+			break
+		}
+		c.waits++
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
 	}
-	res, ok := c.lists[k]
-	return res, ok
-}
-
-func (c *edsCache) putList(k edsListKey, res []*wire.Resource) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.advance(k.base.push); k.base.push != c.push {
-		return
+	ch := make(chan struct{})
+	if c.flights == nil {
+		c.flights = map[edsListKey]chan struct{}{}
 	}
-	if c.lists == nil {
-		c.lists = map[edsListKey][]*wire.Resource{}
-	}
-	if len(c.lists) < maxEDSLists {
-		c.lists[k] = res
+	c.flights[k] = ch
+	c.mu.Unlock()
+	return nil, false, func(res []*wire.Resource) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.flights, k)
+		close(ch)
+		if res == nil {
+			return
+		}
+		if c.advance(k.base.push); k.base.push != c.push {
+			return
+		}
+		if c.lists == nil {
+			c.lists = map[edsListKey][]*wire.Resource{}
+		}
+		if len(c.lists) < maxEDSLists {
+			c.lists[k] = res
+		}
 	}
 }
 
@@ -214,10 +247,24 @@ func (b *Builder) buildPerName(pc *push.PushContext, t *xdstype.Type, p *model.P
 	var cached []*wire.Resource
 	if list != nil {
 		var ok bool
-		if cached, ok = cache.getList(lk); ok && !b.assert {
+		var lead func([]*wire.Resource)
+		if cached, ok, lead = cache.lookupList(lk); ok && !b.assert {
 			return cached, nil
 		}
+		if lead != nil {
+			var res []*wire.Resource
+			defer func() { lead(res) }() // nil on error: the next caller tries again
+			res, err := b.perName(pc, t, p, names, base, nil)
+			return res, err
+		}
 	}
+	return b.perName(pc, t, p, names, base, cached)
+}
+
+// perName looks names up one by one; cached, if not nil, is the
+// whole-subscription entry to check them against (assert mode).
+func (b *Builder) perName(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string, base edsKey, cached []*wire.Resource) ([]*wire.Resource, error) {
+	cache := b.eds
 	out := make([]*wire.Resource, 0, len(names))
 	for _, name := range names {
 		k := base.forCluster(pc, name)
@@ -245,9 +292,6 @@ func (b *Builder) buildPerName(pc *push.PushContext, t *xdstype.Type, p *model.P
 	if cached != nil && !wire.Same(cached, out) {
 		b.mismatch(fmt.Sprintf("baremesh cache assert: %s of the whole subscription for proxy %s differs from its clusters: the list key misses an input", strings.ToUpper(t.Short), p.ID))
 	}
-	if list != nil {
-		cache.putList(lk, out)
-	}
 	return out, nil
 }
 
@@ -263,7 +307,8 @@ var wildcardList = &wire.NameList{}
 func (b *Builder) buildWildcard(pc *push.PushContext, t *xdstype.Type, p *model.Proxy) ([]*wire.Resource, error) {
 	base := baseEDSKey(pc, p)
 	lk := edsListKey{base: base, list: wildcardList, endpoints: pc.Endpoints.Generation()}
-	if cached, ok := b.eds.getList(lk); ok {
+	cached, ok, lead := b.eds.lookupList(lk)
+	if ok {
 		if b.assert {
 			fresh, err := b.encode(t, gen.Input{Push: pc, Proxy: p})
 			if err != nil || !wire.Same(fresh, cached) {
@@ -273,12 +318,10 @@ func (b *Builder) buildWildcard(pc *push.PushContext, t *xdstype.Type, p *model.
 		return cached, nil
 	}
 	// The cached generation sees the key's proxy, as generateCLA does.
+	var res []*wire.Resource
+	defer func() { lead(res) }() // nil on error: the next caller tries again
 	res, err := b.encode(t, gen.Input{Push: pc, Proxy: base.proxy()})
-	if err != nil {
-		return nil, err
-	}
-	b.eds.putList(lk, res)
-	return res, nil
+	return res, err
 }
 
 // generateCLA is the cached generation: it receives its key (with the

@@ -1,7 +1,9 @@
 package build
 
 import (
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/store"
+	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
@@ -73,5 +76,52 @@ func TestEDSCacheKeepsTheNewestGeneration(t *testing.T) {
 	c.put(k, &wire.Resource{Name: k.cluster}) // an older generation finishing late
 	if _, ok := c.get(edsKey{cluster: k.cluster, push: 1, endpoints: 99}); !ok || len(c.m) != 1 {
 		t.Errorf("the newest generation was replaced by an older one")
+	}
+}
+
+// TestWildcardEDSGeneratedOnceByConcurrentStreams (issue #30): streams
+// asking for the same wildcard EDS at once (a push reaching a hundred
+// streams that ask for every endpoint) wait for one generation instead of
+// each running its own in a generation slot, which kept a well-behaved
+// proxy waiting behind them.
+func TestWildcardEDSGeneratedOnceByConcurrentStreams(t *testing.T) {
+	const streams = 8
+	b := New(Options{MaxConcurrent: streams, CacheAssert: false})
+	pc := push.Build(nil, push.Inputs{Store: store.NewMemory(), Registry: model.NewRegistry(model.NewAllocator())}, nil, time.Now())
+	var gens atomic.Int64
+	release := make(chan struct{})
+	typ := xdstype.Endpoint.With(func(in gen.Input) ([]gen.Resource, error) {
+		gens.Add(1)
+		<-release // held until every other stream waits for this generation
+		return []gen.Resource{{Name: "outbound|80||a.mesh", Resource: &endpointv3.ClusterLoadAssignment{ClusterName: "outbound|80||a.mesh"}}}, nil
+	})
+	results := make(chan []*wire.Resource, streams)
+	for i := range streams {
+		go func() {
+			p := &model.Proxy{ID: fmt.Sprintf("slow-%d", i), Type: model.SidecarProxy, Namespace: "ns", Labels: map[string]string{}}
+			res, _, err := b.Build(pc, typ, p, nil, nil, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- res
+		}()
+	}
+	waits := func() uint64 {
+		b.eds.mu.Lock()
+		defer b.eds.mu.Unlock()
+		return b.eds.waits
+	}
+	testkit.EventuallyWithin(t, time.Minute, "every other stream waits for the one generation", func() bool {
+		return waits() == streams-1 || gens.Load() > 1
+	})
+	close(release)
+	first := <-results
+	for range streams - 1 {
+		if res := <-results; len(res) != 1 || res[0] != first[0] {
+			t.Errorf("a waiting stream got %v, want the shared %v", res, first)
+		}
+	}
+	if g := gens.Load(); g != 1 {
+		t.Errorf("%d concurrent wildcard EDS streams of one key: %d generations, want 1", streams, g)
 	}
 }
