@@ -39,6 +39,9 @@ func CheckStateDir(dir string) error {
 	if err := checkPath(dir, 0o022); err != nil {
 		return err
 	}
+	if err := CheckStateFormat(dir); err != nil { // stateformat.go
+		return err
+	}
 	if err := checkPath(filepath.Join(dir, "workloads"), 0o022); err != nil {
 		return err
 	}

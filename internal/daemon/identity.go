@@ -92,6 +92,9 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	if err := checkIdentityState(d.cfg, false); err != nil {
 		return err
 	}
+	if err := identity.MarkStateFormat(d.cfg.StateDir); err != nil { // a downgrade refuses it
+		return err
+	}
 	authority, err := identity.LoadCA(identity.CAOptions{Dir: d.cfg.CADir(), Plugged: d.cfg.CACertsDir != "", Organization: mesh.GetTrustDomain()})
 	if err != nil {
 		return err
