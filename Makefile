@@ -7,7 +7,7 @@ HTTP_ADDR ?= 127.0.0.1:15014
 XDS_ADDR  ?= 127.0.0.1:15010
 EXAMPLE   ?= examples/vm-mesh
 
-.PHONY: all build run test test-deps bench fmt vet clean package parity flake
+.PHONY: all build run test test-deps bench fmt vet clean package parity flake chaos
 
 all: build
 
@@ -49,6 +49,17 @@ test: test-deps
 # scenario/load packages), N (default 3), RUN and SKIP (-run, -skip), HOG.
 flake:
 	PKG='$(PKG)' N='$(N)' RUN='$(RUN)' SKIP='$(SKIP)' HOG='$(HOG)' hack/flake.sh
+
+# chaos runs the fleet under faults (internal/chaos; root, iproute2,
+# iptables): three baremeshd in network namespaces, proxies on the TLS
+# port, partition, kill -9 loop, full state disk, restart of all three,
+# and prints the chaos table. make test runs its short form (60 proxies,
+# two kills, about a minute); this is the full form: 5,000 proxies, a
+# kill -9 every 30 s for 5 minutes (CHAOS_PROXIES to change the number).
+CHAOS_REPORT ?= $(or $(TMPDIR),/tmp)/baremesh-chaos-report.txt
+chaos:
+	CHAOS_FULL=1 CHAOS_REPORT=$(CHAOS_REPORT) $(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./internal/chaos/; rc=$$?; \
+	  test -f $(CHAOS_REPORT) && cat $(CHAOS_REPORT); exit $$rc
 
 # bench prints the figures the issues ask for (see README.md, "Benchmarks").
 # Scenario benchmarks run a few times; the per-proxy generation benchmark
