@@ -106,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer, members func() int) *Metrics {
 		registrations: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baremesh_cluster_registrations", Help: "Live registrations in the replicated table."}),
 		tombstones:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "baremesh_cluster_tombstones", Help: "Removed registrations still remembered."}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_cluster_gossip_bytes_total",
-			Help: "Gossip payload bytes (before memberlist's framing, compression and encryption), by direction (queued, sent, received) and kind (broadcast, pushpull)."},
+			Help: "Gossip payload bytes (before memberlist's framing, compression and encryption), by direction (queued, sent, received) and kind (broadcast, pushpull; direct: changes sent to each member over TCP; shared: shared values)."},
 			[]string{"direction", "kind"}),
 		bursts: prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_cluster_burst_syncs_total",
 			Help: "Whole-table syncs with every member run because a burst of registrations filled the gossip queue."}),
