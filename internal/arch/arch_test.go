@@ -33,15 +33,15 @@ var forbidden = map[string][]string{
 	// table knows the generators only; the wire (bytes) knows neither the
 	// protocol nor generation; generation does not know the protocol;
 	// only the wiring and the debug pages know the protocol.
-	"xdsserver/gen":     {"xdsserver/xdstype", "xdsserver/wire", "xdsserver/build", "xdsserver/ads", "xdsserver/debug"},
-	"xdsserver/xdstype": {"xdsserver/wire", "xdsserver/build", "xdsserver/ads", "xdsserver/debug"},
-	"xdsserver/wire":    {"xdsserver/xdstype", "xdsserver/build", "xdsserver/ads", "xdsserver/debug"},
-	"xdsserver/build":   {"xdsserver/ads", "xdsserver/debug"},
-	"xdsserver/ads":     {"xdsserver/debug"},
+	"xdsserver/gen":        {"xdsserver/xdstype", "xdsserver/wire", "xdsserver/generation", "xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/xdstype":    {"xdsserver/wire", "xdsserver/generation", "xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/wire":       {"xdsserver/xdstype", "xdsserver/generation", "xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/generation": {"xdsserver/ads", "xdsserver/debug"},
+	"xdsserver/ads":        {"xdsserver/debug"},
 	// The TLS port is transport: it knows no service on it; the CA
 	// service knows the port and no other part of the xDS server.
-	"xdsserver/tlsport": {"xdsserver/ca", "xdsserver/ads", "xdsserver/gen", "xdsserver/build", "xdsserver/xdstype", "xdsserver/wire", "xdsserver/debug", "xdsserver/dryrun", "xdsserver/envoyfilter"},
-	"xdsserver/ca":      {"xdsserver/ads", "xdsserver/gen", "xdsserver/build", "xdsserver/xdstype", "xdsserver/wire", "xdsserver/debug", "xdsserver/dryrun", "xdsserver/envoyfilter"},
+	"xdsserver/tlsport": {"xdsserver/ca", "xdsserver/ads", "xdsserver/gen", "xdsserver/generation", "xdsserver/xdstype", "xdsserver/wire", "xdsserver/debug", "xdsserver/dryrun", "xdsserver/envoyfilter"},
+	"xdsserver/ca":      {"xdsserver/ads", "xdsserver/gen", "xdsserver/generation", "xdsserver/xdstype", "xdsserver/wire", "xdsserver/debug", "xdsserver/dryrun", "xdsserver/envoyfilter"},
 }
 
 func TestDependencyDirection(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMain turns on the cache assertion (every cache hit is regenerated
-// and compared, see xdsserver/build) and fails the tests if they leave
+// and compared, see xdsserver/generation) and fails the tests if they leave
 // goroutines running.
 func TestMain(m *testing.M) {
 	os.Setenv("BAREMESH_CACHE_ASSERT", "1")

@@ -17,8 +17,8 @@ import (
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/build"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/generation"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 )
 
@@ -270,7 +270,7 @@ func (c *conn) onPush() error {
 	var types map[string]bool // nil: every type
 	if req.Full && !ownWorkload {
 		types = map[string]bool{}
-		for t := range build.Affected(c.s.order, c.s.snaps.Current(), c.proxy, req) {
+		for t := range generation.Affected(c.s.order, c.s.snaps.Current(), c.proxy, req) {
 			types[t.URL] = true
 		}
 	}

@@ -9,7 +9,7 @@
 // disconnects and reports, and refuse a stream.
 //
 // It imports core, xdsserver/gen, xdsserver/xdstype, xdsserver/wire and
-// xdsserver/build; never sources, and nothing imports it but the wiring
+// xdsserver/generation; never sources, and nothing imports it but the wiring
 // and the debug pages.
 package ads
 
@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/baremesh/baremesh/core/push"
-	"github.com/baremesh/baremesh/xdsserver/build"
+	"github.com/baremesh/baremesh/xdsserver/generation"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -87,7 +87,7 @@ type Server struct {
 	log     *slog.Logger
 	snaps   Snapshots
 	metrics *metrics
-	build   *build.Builder
+	build   *generation.Builder
 	types   map[string]*xdstype.Type
 	order   []*xdstype.Type // push order
 	sendSem chan struct{}
@@ -130,13 +130,13 @@ func New(snaps Snapshots, opts Options) *Server {
 	}
 	s.metrics.zero(opts.Types)
 	s.slo = newSLOTracker(opts.ConvergenceSLO, opts.Registerer)
-	s.build = build.New(build.Options{MaxConcurrent: opts.MaxConcurrentGeneration, NoCache: opts.NoCache,
+	s.build = generation.New(generation.Options{MaxConcurrent: opts.MaxConcurrentGeneration, NoCache: opts.NoCache,
 		CacheAssert: opts.CacheAssert, OnCacheMismatch: opts.OnCacheMismatch, GenTime: s.metrics.genTime})
 	return s
 }
 
 // Builder is the server's generation stage (for tests and debug pages).
-func (s *Server) Builder() *build.Builder { return s.build }
+func (s *Server) Builder() *generation.Builder { return s.build }
 
 // Register adds ADS and each type's own discovery service to g.
 func (s *Server) Register(g *grpc.Server) {

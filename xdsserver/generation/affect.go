@@ -1,4 +1,4 @@
-package build
+package generation
 
 import (
 	"github.com/baremesh/baremesh/core/config"

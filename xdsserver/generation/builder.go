@@ -1,4 +1,4 @@
-// Package build is the generation stage of the xDS server: it runs a
+// Package generation is the generation stage of the xDS server: it runs a
 // type's generator for a proxy through the generation caches (whole
 // outputs by proxy shape, EDS per cluster and per whole subscription)
 // under a bound on concurrent generations, and says which types a push
@@ -8,7 +8,7 @@
 //
 // It imports core, xdsserver/gen, xdsserver/xdstype and xdsserver/wire,
 // never the protocol (ads).
-package build
+package generation
 
 import (
 	"os"

@@ -142,7 +142,7 @@ var (
 // Secret is SDS: the credentials Gateway servers name (credentialName),
 // by name only, after the listeners that reference them. Only a
 // credentials change (a push with reason "credentials", judged in
-// build.Affected) or a Gateway change can alter it.
+// generation.Affected) or a Gateway change can alter it.
 var Secret = &Type{
 	URL: "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret", Short: "sds",
 	Generate: sds.Generate, Cache: NoCache, Order: 4, Partial: true,
