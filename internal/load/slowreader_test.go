@@ -21,6 +21,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemon"
+	"github.com/baremesh/baremesh/internal/daemonconfig"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -52,18 +53,18 @@ type slowEnv struct {
 	n   int
 }
 
-func startSlowEnv(t *testing.T, endpoints int, configure func(*daemon.Config)) *slowEnv {
+func startSlowEnv(t *testing.T, endpoints int, configure func(*daemonconfig.Config)) *slowEnv {
 	t.Helper()
 	dir := t.TempDir()
 	for i := range 20 {
 		writeFile(t, dir, svcName(i)+".yaml", serviceEntry(svcName(i), svcAddrs(i)...))
 	}
 	writeFile(t, dir, "big.yaml", bigEntry(endpoints, 0))
-	cfg := daemon.Defaults()
+	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "no-meshconfig.yaml")
-	cfg.Debounce = daemon.Duration{Duration: 10 * time.Millisecond}
+	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond}
 	if configure != nil {
 		configure(&cfg)
 	}
