@@ -61,7 +61,8 @@ func TestStateSavedAfterDiskFull(t *testing.T) {
 	g := newFixture(t, time.Minute, false)
 	f.agg, f.files, f.own = g.agg, g.files, g.own
 	m := NewMetrics(nil)
-	c, err := New(Options{Store: f.own, Config: f.agg, OwnSource: "baremesh", Grace: time.Minute, StateFile: f.state, Controller: "test", Metrics: m})
+	c, err := New(Options{Store: f.own, Config: f.agg, OwnSource: "baremesh", Grace: time.Minute, StateFile: f.state, Controller: "test", Metrics: m,
+		Registrations: g.newTable(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ func TestFollowGroups(t *testing.T) {
 	if err := f.c.Connect(proxy("ns", "reviews", "10.0.0.7", "rev")); err != nil {
 		t.Fatal(err)
 	}
+	f.waitEntry("ns", "reviews-10.0.0.7")
 	ctx, cancel := context.WithCancel(t.Context())
 	synced := make(chan struct{})
 	done := make(chan struct{})

@@ -28,8 +28,9 @@ const stateVersion = 1
 type stateFile struct {
 	Version int      `json:"version"`
 	Entries []*entry `json:"entries"`
-	// Records are the replicated table's live records (with replicas),
-	// restored into the table at start (Table.Restore).
+	// Records are the table's live records, restored into it at start
+	// (Table.Restore). Entries are those of a file written before the one
+	// lifecycle (read, never written).
 	Records []cluster.Record `json:"records,omitempty"`
 }
 
@@ -87,14 +88,11 @@ func (c *Controller) save() error {
 	if c.o.StateFile == "" {
 		return nil
 	}
-	s := stateFile{Version: stateVersion, Entries: c.sortedLocked()}
-	if c.o.Registrations != nil {
-		s.Entries = nil
-		for _, r := range c.records {
-			s.Records = append(s.Records, r)
-		}
-		sort.Slice(s.Records, func(i, j int) bool { return s.Records[i].Key < s.Records[j].Key })
+	s := stateFile{Version: stateVersion}
+	for _, r := range c.records {
+		s.Records = append(s.Records, r)
 	}
+	sort.Slice(s.Records, func(i, j int) bool { return s.Records[i].Key < s.Records[j].Key })
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
@@ -211,7 +209,7 @@ func (c *Controller) Registrations() []Registration {
 			h = map[bool]string{true: "healthy", false: "unhealthy"}[*e.Healthy]
 		}
 		out = append(out, Registration{Namespace: e.Namespace, Name: e.Name, Group: e.Group, Address: e.Address,
-			Connected: len(e.conns) > 0 || (c.o.Registrations != nil && e.DisconnectedAt.IsZero()), Owner: e.owner, Proxies: e.Proxies, ConnectedAt: e.ConnectedAt, DisconnectedAt: e.DisconnectedAt,
+			Connected: e.DisconnectedAt.IsZero(), Owner: e.owner, Proxies: e.Proxies, ConnectedAt: e.ConnectedAt, DisconnectedAt: e.DisconnectedAt,
 			Health: h, HealthDetail: e.HealthDetail})
 	}
 	return out

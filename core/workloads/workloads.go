@@ -4,11 +4,14 @@
 // grace period after a disconnect), written to baremesh's own in-memory
 // store (below every other source in precedence), its Healthy condition
 // set from the health reports the proxy sends over its xDS stream. The
-// entries follow their groups' changes (FollowGroups). With Registrations
-// (a core/cluster table the replicas share) the table says which replica
-// writes an entry and when it expires; without, the controller's own grace
-// timers do. Entries and health persist in the state file, so a restart
-// loses nothing.
+// entries follow their groups' changes (FollowGroups). There is one
+// lifecycle, over Registrations (a core/cluster table; a daemon without
+// replicas has a table of one): the controller claims an entry when its
+// proxy connects and releases it when the stream ends; the table says
+// which replica owns it and removes it when the grace period ends, and
+// every replica writes the table's entries to its store (lifecycle.go).
+// The table's records persist in the state file, so a restart loses
+// nothing.
 //
 // It imports core only (cluster, config, model, store); the xDS server
 // calls it through its hooks, wired in internal/daemon.
@@ -67,7 +70,8 @@ type Options struct {
 	// OwnSource is the aggregate's name for Store ("baremesh").
 	OwnSource string
 	// Grace is how long an entry stays after its last proxy disconnects
-	// (0: DefaultGrace).
+	// (0: DefaultGrace), for the debug page and logs: the table enforces
+	// it (core/cluster Options.Grace).
 	Grace time.Duration
 	// AllowUnauthenticated lets a proxy without an authenticated identity
 	// (plaintext xDS) register; off, such a proxy is refused.
@@ -79,10 +83,9 @@ type Options struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics
 	Now        func() time.Time
-	// Registrations, if set, is the table replicated between replicas
-	// (core/cluster): entries, owners and grace periods are the table's,
-	// cluster-wide, and the controller's own timers and StateFile are not
-	// used. Nil: this daemon alone decides (one replica).
+	// Registrations is the registration table (required; core/cluster,
+	// a table of one without replicas): entries, owners and grace periods
+	// are the table's.
 	Registrations Registrations
 }
 
@@ -100,14 +103,16 @@ type Controller struct {
 	entries map[string]*entry
 	// byProxy maps a connection to its entry key.
 	byProxy map[*model.Proxy]string
-	timers  map[string]*time.Timer
-	// held are, with Registrations, the entries this replica holds
-	// connections for (what it claimed), by key.
+	// held are the entries this replica holds connections for (what it
+	// claimed), by key.
 	held map[string]*entry
-	// records are, with Registrations, the table's live records as
-	// persisted; restored are those read at start.
+	// records are the table's live records as persisted (lifecycle.go);
+	// restored are those read at start.
 	records  map[string]cluster.Record
 	restored []cluster.Record
+	// resynced: the groups have been read (the first Resync); before,
+	// an entry whose group is not known yet is served as persisted.
+	resynced bool
 	stopped  bool
 	// saveTimer is the pending state write: changes within saveDelay are
 	// written once (a connect storm would otherwise rewrite the whole file
@@ -143,16 +148,20 @@ type entry struct {
 	// Built is the entry as last written, persisted so that a restart
 	// serves it before the groups are read again.
 	Built *built `json:"built,omitempty"`
-	// owner is, with Registrations, the replica owning the entry.
+	// owner is the replica owning the entry.
 	owner string
 }
 
 func (e *entry) key() string { return e.Namespace + "/" + e.Name }
 
-// New returns a controller and loads the persisted entries: each starts
-// disconnected (istio.io/disconnectedAt = now), with a full grace period
-// for its proxy to come back.
+// New returns a controller and restores the persisted records into the
+// table: each of this replica's starts disconnected as of now, with a full
+// grace period for its proxy to come back (Table.Restore), and is served
+// as it was last built until its group is read.
 func New(o Options) (*Controller, error) {
+	if o.Registrations == nil {
+		return nil, errors.New("auto-registration: Options.Registrations is required (a core/cluster table; one replica is a table of one)")
+	}
 	if o.Grace <= 0 {
 		o.Grace = DefaultGrace
 	}
@@ -165,47 +174,23 @@ func New(o Options) (*Controller, error) {
 	if o.Controller == "" {
 		o.Controller = "baremeshd"
 	}
-	c := &Controller{o: o, entries: map[string]*entry{}, byProxy: map[*model.Proxy]string{}, timers: map[string]*time.Timer{}, held: map[string]*entry{}}
+	c := &Controller{o: o, entries: map[string]*entry{}, byProxy: map[*model.Proxy]string{}, held: map[string]*entry{},
+		records: map[string]cluster.Record{}}
 	loaded, err := c.load()
 	if err != nil {
 		return nil, err
 	}
-	if o.Registrations != nil {
-		// With replicas the table's records are what persists: restored
-		// into the table, which gives this replica's own claims a full
-		// grace period from now and takes a peer's newer word over them.
-		c.records = map[string]cluster.Record{}
-		o.Registrations.Watch(c.watch)
-		if len(c.restored) > 0 {
-			o.Registrations.Restore(c.restored)
-			o.Logger.Info("replicated registrations restored; each waits a grace period for its proxy", "records", len(c.restored), "grace", o.Grace)
-		}
-		c.restored = nil
-		return c, nil
-	}
-	now := o.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	restored := c.restored
+	c.restored = nil
 	for _, e := range loaded {
-		e.conns = map[*model.Proxy]struct{}{}
-		// The grace period runs from this start, however long the daemon
-		// was down: its proxies could not reconnect meanwhile.
-		e.DisconnectedAt = now
-		e.Proxies = nil
-		c.entries[e.key()] = e
-		c.startGrace(e)
+		// A state file written before the one lifecycle (one replica,
+		// its own timers): its entries become this replica's records.
+		restored = append(restored, e.record(o.Registrations.Name()))
 	}
-	if len(loaded) > 0 {
-		var cfgs []config.Config
-		for _, e := range loaded {
-			if cfg, err := e.Built.config(e, o.OwnSource); err != nil {
-				o.Logger.Warn("persisted auto-registered entry unreadable; rebuilt once its group is read", "entry", e.key(), "err", err)
-			} else {
-				cfgs = append(cfgs, cfg)
-			}
-		}
-		o.Store.Apply(cfgs, nil)
-		o.Logger.Info("auto-registered entries restored; each waits a grace period for its proxy", "entries", len(loaded), "grace", o.Grace)
+	o.Registrations.Watch(c.watch)
+	if len(restored) > 0 {
+		o.Registrations.Restore(restored)
+		o.Logger.Info("auto-registered entries restored; each waits a grace period for its proxy", "entries", len(restored), "grace", o.Grace)
 	}
 	return c, nil
 }
@@ -260,43 +245,14 @@ func (c *Controller) Connect(p *model.Proxy) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.o.Registrations != nil {
-		c.replicatedConnect(p, key, &entry{Namespace: ns, Name: name, Group: group, Address: p.IPs[0], Network: network,
-			ProxyLabels: maps.Clone(p.Labels), Locality: localityString(p), ConnectedAt: c.o.Now()})
-		return nil
-	}
-	e := c.entries[key]
-	fresh := e == nil
-	if fresh {
-		e = &entry{Namespace: ns, Name: name, Group: group, conns: map[*model.Proxy]struct{}{}}
-		c.entries[key] = e
-	}
-	// A health reporter (baremesh-agent beside an Envoy) joins the entry
-	// its proxy made without changing it; it makes one only if it is
-	// first, and the proxy's connection then fills it in.
-	if fresh || p.Metadata[MetadataHealthReporter] != "true" {
-		e.Address, e.Network, e.ProxyLabels = p.IPs[0], network, maps.Clone(p.Labels)
-		e.Locality = localityString(p)
-		e.ConnectedAt = c.o.Now()
-	}
-	e.DisconnectedAt = time.Time{}
-	e.conns[p] = struct{}{}
-	e.Proxies = proxyIDs(e.conns)
-	c.byProxy[p] = key
-	if t := c.timers[key]; t != nil {
-		t.Stop()
-		delete(c.timers, key)
-	}
-	if fresh {
-		c.o.Metrics.registered()
-		c.o.Logger.Info("auto-registered", "proxy", p.ID, "entry", key)
-	}
-	c.applyLocked([]string{key}, nil)
+	c.connectLocked(p, key, &entry{Namespace: ns, Name: name, Group: group, Address: p.IPs[0], Network: network,
+		ProxyLabels: maps.Clone(p.Labels), Locality: localityString(p), ConnectedAt: c.o.Now()})
 	return nil
 }
 
-// Disconnect marks p's entry disconnected once its last proxy has gone,
-// and removes it after the grace period unless a proxy reconnects.
+// Disconnect releases p's claim: once the entry's last proxy has gone
+// (from every replica), the table marks it disconnected and removes it
+// after the grace period unless a proxy reconnects.
 func (c *Controller) Disconnect(p *model.Proxy) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -305,47 +261,7 @@ func (c *Controller) Disconnect(p *model.Proxy) {
 		return
 	}
 	delete(c.byProxy, p)
-	if c.o.Registrations != nil {
-		c.replicatedDisconnect(p, key)
-		return
-	}
-	e := c.entries[key]
-	if e == nil {
-		return
-	}
-	delete(e.conns, p)
-	e.Proxies = proxyIDs(e.conns)
-	if len(e.conns) > 0 {
-		return
-	}
-	e.DisconnectedAt = c.o.Now()
-	c.startGrace(e)
-	c.applyLocked([]string{key}, nil)
-}
-
-// startGrace arms e's removal; c.mu is held.
-func (c *Controller) startGrace(e *entry) {
-	key := e.key()
-	if t := c.timers[key]; t != nil {
-		t.Stop()
-	}
-	at := e.DisconnectedAt
-	wait := c.o.Grace - c.o.Now().Sub(at)
-	c.timers[key] = time.AfterFunc(max(wait, 0), func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.stopped {
-			return
-		}
-		cur := c.entries[key]
-		if cur == nil || len(cur.conns) > 0 || !cur.DisconnectedAt.Equal(at) {
-			return // reconnected (maybe disconnected again: a newer timer runs)
-		}
-		delete(c.timers, key)
-		c.o.Logger.Info("auto-registered entry removed: its proxy did not come back within the grace period", "entry", key, "grace", c.o.Grace)
-		c.o.Metrics.unregistered()
-		c.applyLocked(nil, []string{key})
-	})
+	c.releaseLocked(p, key)
 }
 
 // Report handles a request of a type the xDS server does not generate:
@@ -364,10 +280,7 @@ func (c *Controller) Report(p *model.Proxy, typeURL string, errorDetail string, 
 		c.o.Metrics.ignoredReport()
 		return
 	}
-	e := c.entries[key]
-	if c.o.Registrations != nil {
-		e = c.held[key]
-	}
+	e := c.held[key]
 	if e == nil {
 		c.o.Metrics.ignoredReport()
 		return
@@ -381,46 +294,43 @@ func (c *Controller) Report(p *model.Proxy, typeURL string, errorDetail string, 
 		c.o.Logger.Info("workload health changed", "entry", key, "healthy", healthy, "detail", errorDetail)
 	}
 	e.Healthy, e.HealthDetail = &healthy, errorDetail
-	if c.o.Registrations != nil {
-		if !c.o.Registrations.Update(key, e.payload()) {
-			c.o.Logger.Info("health report kept for a later claim: another replica owns the entry now", "proxy", p.ID, "entry", key)
-		}
-		return
+	if !c.o.Registrations.Update(key, e.payload()) {
+		c.o.Logger.Info("health report kept for a later claim: another replica owns the entry now", "proxy", p.ID, "entry", key)
 	}
-	c.applyLocked([]string{key}, nil)
 }
 
 // Resync rebuilds every entry from its group's current template and
-// removes the entries whose group is gone (call it when WorkloadGroups
-// change; not from inside a store handler, it writes the store).
+// removes, cluster-wide, the entries whose group is gone (call it when
+// WorkloadGroups change; not from inside a store handler, it writes the
+// store).
 func (c *Controller) Resync() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.o.Registrations != nil {
-		c.replicatedResync()
-		return
-	}
-	var ups, dels []string
+	c.resynced = true
+	var ups []string
 	for key, e := range c.entries {
 		if _, ok := c.o.Config.Get(config.WorkloadGroup, e.Namespace, e.Group); !ok {
 			c.o.Logger.Info("auto-registered entry removed: its WorkloadGroup is gone", "entry", key)
-			c.o.Metrics.unregistered()
-			dels = append(dels, key)
+			c.o.Registrations.Delete(key) // the tombstone comes back through watch
 			continue
 		}
 		ups = append(ups, key)
 	}
-	c.applyLocked(ups, dels)
+	for key, h := range c.held {
+		if _, ok := c.o.Config.Get(config.WorkloadGroup, h.Namespace, h.Group); !ok {
+			delete(c.held, key)
+			c.o.Registrations.Delete(key)
+		}
+	}
+	c.applyLocked(ups, nil)
 }
 
-// Stop stops the grace timers (entries stay persisted for the next start).
+// Stop stops following the table and writes the pending state (entries
+// stay persisted for the next start). The table is the caller's to stop.
 func (c *Controller) Stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopped = true
-	for _, t := range c.timers {
-		t.Stop()
-	}
 	if c.saveTimer != nil {
 		c.saveTimer.Stop()
 		c.saveTimer = nil
@@ -439,13 +349,6 @@ func (c *Controller) applyLocked(ups, dels []string) {
 			continue
 		}
 		delete(c.entries, key)
-		for p := range e.conns {
-			delete(c.byProxy, p)
-		}
-		if t := c.timers[key]; t != nil {
-			t.Stop()
-			delete(c.timers, key)
-		}
 		gone = append(gone, config.Key{Kind: config.WorkloadEntry, Namespace: e.Namespace, Name: e.Name})
 	}
 	for _, key := range ups {
@@ -455,7 +358,12 @@ func (c *Controller) applyLocked(ups, dels []string) {
 		}
 		wgc, ok := c.o.Config.Get(config.WorkloadGroup, e.Namespace, e.Group)
 		if !ok {
-			continue // Resync removes it
+			// Before the groups are read (a restart), the entry as last
+			// built; after, Resync removes it.
+			if cfg, ok := c.persistedConfig(e); ok {
+				cfgs = append(cfgs, cfg)
+			}
+			continue
 		}
 		cfg := c.build(e, &wgc)
 		e.Built = newBuilt(&cfg)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
@@ -36,9 +35,9 @@ func clusterOptions(c daemonconfig.Config, grace time.Duration, logger *slog.Log
 }
 
 // startCluster starts this replica's registration table (a table of one
-// without a cluster: block) and serves /debug/clusterz. Called by New with
-// a cluster (auto-registration claims through it), else by Run. The grace
-// period is registrationGrace: the table enforces it cluster-wide.
+// without a cluster: block), which auto-registration claims through;
+// called by New. The grace period is registrationGrace: the table
+// enforces it cluster-wide.
 func (d *Daemon) startCluster() error {
 	o, err := clusterOptions(d.cfg, d.cfg.RegistrationGrace.Duration, d.log)
 	if err != nil {
@@ -72,16 +71,6 @@ func (d *Daemon) stopCluster() {
 	}
 }
 
-// clusterz serves /debug/clusterz.
-func (d *Daemon) clusterz(w http.ResponseWriter, r *http.Request) {
-	if d.cluster == nil {
-		http.Error(w, "cluster not started", http.StatusServiceUnavailable)
-		return
-	}
-	d.cluster.Handler().ServeHTTP(w, r)
-}
-
-// Cluster is this replica's registration table (nil before Run when no
-// cluster is configured). Tests use it to stop a replica without leaving,
+// Cluster is this replica's registration table. Tests use it to stop a replica without leaving,
 // as a crash does.
 func (d *Daemon) Cluster() *cluster.Table { return d.cluster }

@@ -38,7 +38,7 @@ import (
 // Daemon is a running baremeshd.
 type Daemon struct {
 	cfg      daemonconfig.Config
-	cluster  *cluster.Table // replicas (cluster.go); nil before Run
+	cluster  *cluster.Table // the registration table, replicated or of one (cluster.go)
 	log      *slog.Logger
 	reg      *registry
 	agg      *store.Aggregate
@@ -79,13 +79,10 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 	if err := daemonconfig.CheckDebugHTTP(cfg); err != nil {
 		return nil, err
 	}
-	if cfg.Cluster.Enabled() {
-		// Replicas: auto-registration goes through the table, so it
-		// starts before the controller (without a cluster, Run starts a
-		// table of one as before).
-		if err := d.startCluster(); err != nil {
-			return nil, err
-		}
+	// Auto-registration goes through the table (a table of one without
+	// a cluster), so it starts before the controller.
+	if err := d.startCluster(); err != nil {
+		return nil, err
 	}
 	if err := d.setupWorkloads(); err != nil {
 		d.abortCluster()
@@ -151,11 +148,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	goRun := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
-	if d.cluster == nil { // no cluster: configured: a table of one
-		if err := d.startCluster(); err != nil {
-			return err
-		}
-	}
 	defer d.stopCluster()
 
 	fileMetrics := file.NewMetrics(d.reg)

@@ -47,7 +47,7 @@ func (d *Daemon) httpHandler() http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]string{"version": version.Version})
 	})
 	mux.HandleFunc("/debug/configz", d.configz)
-	mux.HandleFunc("/debug/clusterz", d.clusterz) // cluster.go
+	mux.Handle("/debug/clusterz", d.cluster.Handler()) // the registration table (cluster.go)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	for _, r := range d.extra {

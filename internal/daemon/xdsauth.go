@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -99,19 +98,13 @@ func (d *Daemon) setupWorkloads() error {
 	if d.cfg.StateDir != "" {
 		stateFile = filepath.Join(d.cfg.StateDir, "workloads", "entries.json")
 	}
-	host, _ := os.Hostname()
-	var reg workloads.Registrations
-	if d.cfg.Cluster.Enabled() {
-		// Entries, owners and grace periods are the replicated table's;
-		// its records are what every replica serves.
-		reg = d.cluster
-		host = d.cluster.Name()
-	}
+	// Entries, owners and grace periods are the table's; its records are
+	// what every replica serves.
 	wl, err := workloads.New(workloads.Options{
-		Registrations: reg,
+		Registrations: d.cluster,
 		Store:         d.own, Config: d.agg, OwnSource: ownSource, Grace: d.cfg.RegistrationGrace.Duration,
 		AllowUnauthenticated: d.cfg.AllowUnauthenticatedRegistration, StateFile: stateFile,
-		Controller: "baremeshd@" + host, Logger: d.log.With("component", "workloads"), Metrics: workloads.NewMetrics(d.reg),
+		Controller: "baremeshd@" + d.cluster.Name(), Logger: d.log.With("component", "workloads"), Metrics: workloads.NewMetrics(d.reg),
 	})
 	if err != nil {
 		return err
