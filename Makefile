@@ -55,11 +55,12 @@ flake:
 # port, partition, kill -9 loop, full state disk, restart of all three,
 # and prints the chaos table. make test runs its short form (60 proxies,
 # two kills, about a minute); this is the full form: 5,000 proxies, a
-# kill -9 every 30 s for 5 minutes (CHAOS_PROXIES to change the number).
+# kill -9 every 30 s for 5 minutes (CHAOS_PROXIES to change the number),
+# and the rolling upgrade from the previous release (TestRollingUpgrade).
 CHAOS_REPORT ?= $(or $(TMPDIR),/tmp)/baremesh-chaos-report.txt
 chaos:
-	CHAOS_FULL=1 CHAOS_REPORT=$(CHAOS_REPORT) $(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./internal/chaos/; rc=$$?; \
-	  test -f $(CHAOS_REPORT) && cat $(CHAOS_REPORT); exit $$rc
+	CHAOS_FULL=1 CHAOS_REPORT=$(CHAOS_REPORT) UPGRADE_REPORT=$(CHAOS_REPORT).upgrade $(GO) test -count=1 -timeout 60m -run '^(TestChaos|TestRollingUpgrade)$$' -v ./internal/chaos/; rc=$$?; \
+	  cat $(CHAOS_REPORT) $(CHAOS_REPORT).upgrade 2>/dev/null; exit $$rc
 
 # bench prints the figures the issues ask for (see README.md, "Benchmarks").
 # Scenario benchmarks run a few times; the per-proxy generation benchmark

@@ -48,77 +48,8 @@ func TestChaos(t *testing.T) {
 		proxies, _ = strconv.Atoi(s)
 	}
 	bin := buildDaemon(t)
-	l := newLAN(t)
-	conf := filepath.Join(t.TempDir(), "conf.d")
-	if err := os.Mkdir(conf, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(conf, "vm.yaml"), []byte(groupYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeTick(conf, 0); err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "cluster.key")
-	if err := os.WriteFile(keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var rs []*replica
-	for i := range 3 {
-		var seeds []string
-		for j := range 3 {
-			if j != i {
-				seeds = append(seeds, fmt.Sprintf("%s.%d:%d", subnet, 10+j, gossipPort))
-			}
-		}
-		rs = append(rs, newReplica(t, l, bin, i, conf, keyFile, seeds))
-	}
-	for _, r := range rs {
-		r.start(t)
-	}
-	for _, r := range rs {
-		r.waitReady(t)
-	}
-	// One CA for the three (the cluster shares it).
-	var root []byte
-	testkit.EventuallyWithin(t, time.Minute, "one CA root on every replica", func() bool {
-		root = nil
-		for _, r := range rs {
-			b, err := os.ReadFile(filepath.Join(r.state, "ca", identity.RootCertFile))
-			if err != nil || root != nil && !bytes.Equal(b, root) {
-				return false
-			}
-			root = b
-		}
-		return true
-	})
-	creds, _ := proxyCreds(t, rs[0].state, 20)
-
-	f := &fleet{t: t, rs: rs, root: root, deadline: deadline}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Add(1)
-	go func() { // the config file, changed every second
-		defer wg.Done()
-		for ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-				n := f.tick.Load() + 1
-				if err := writeTick(conf, n); err == nil {
-					f.tick.Store(n)
-				}
-			}
-		}
-	}()
-	for i := range proxies {
-		p := &proxy{i: i, ip: fmt.Sprintf("10.9.%d.%d", i/250, i%250+1)}
-		f.proxies = append(f.proxies, p)
-		wg.Add(1)
-		go func() { defer wg.Done(); p.run(ctx, rs, l, creds[i%len(creds)]) }()
-	}
-
+	f := startFleet(t, []string{bin, bin, bin}, proxies, deadline)
+	rs := f.rs
 	f.mint(0)
 	f.converge("start", time.Now())
 	f.base = f.rows[0].use
@@ -146,6 +77,7 @@ func TestChaos(t *testing.T) {
 
 	// 2. kill -9 loop: a replica killed every killEvery, started again at
 	// once (its proxies move to the others meanwhile).
+	f.spread()
 	f.mint(2)
 	loop := time.Now()
 	for k := range kills {
@@ -160,6 +92,7 @@ func TestChaos(t *testing.T) {
 
 	// 3. cp-b's state disk full while registrations change (the proxies
 	// of the replica holding most move on a kill), then freed.
+	f.spread()
 	f.mint(0)
 	const saveFailures = "baremesh_registration_state_save_failures_total"
 	failed0 := rs[1].metric(saveFailures)
@@ -181,6 +114,7 @@ func TestChaos(t *testing.T) {
 	})
 
 	// 4. All three restarted at once (kill -9, start).
+	f.spread()
 	f.mint(1)
 	var kw sync.WaitGroup
 	for _, r := range rs {
@@ -205,6 +139,38 @@ func TestChaos(t *testing.T) {
 		if !row.converged || row.lost+row.dup+row.stale+row.tokensLost+row.caLost > 0 {
 			t.Errorf("%s: converged=%v lost=%d duplicate=%d stale=%d tokens lost=%d CA lost=%d", row.fault, row.converged, row.lost, row.dup, row.stale, row.tokensLost, row.caLost)
 		}
+	}
+}
+
+// spread moves proxies from the replicas holding more than their share
+// to those holding less (after kills and restarts the proxies pile up on
+// the replicas that stayed up), and waits for the fleet to converge: a
+// row of its own.
+func (f *fleet) spread() {
+	f.t.Helper()
+	share := (len(f.proxies) + len(f.rs) - 1) / len(f.rs)
+	on := make([][]*proxy, len(f.rs))
+	for _, p := range f.proxies {
+		if at := p.at.Load(); at > 0 {
+			on[at-1] = append(on[at-1], p)
+		}
+	}
+	var surplus []*proxy
+	for k := range on {
+		if len(on[k]) > share {
+			surplus = append(surplus, on[k][share:]...)
+		}
+	}
+	moved := 0
+	for k := range on {
+		for n := len(on[k]); n < share && len(surplus) > 0; n++ {
+			surplus[0].moveTo(k)
+			surplus = surplus[1:]
+			moved++
+		}
+	}
+	if moved > 0 {
+		f.converge(fmt.Sprintf("spread: %d proxies moved", moved), time.Now())
 	}
 }
 
@@ -247,6 +213,85 @@ func savedRecords(state string) int {
 	return n
 }
 
+// startFleet starts three replicas (bins[i] for replica i) in their
+// namespaces, the config file's ticker and the proxies, spread across
+// the replicas.
+func startFleet(t *testing.T, bins []string, proxies int, deadline time.Duration) *fleet {
+	t.Helper()
+	l := newLAN(t)
+	conf := filepath.Join(t.TempDir(), "conf.d")
+	if err := os.Mkdir(conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(conf, "vm.yaml"), []byte(groupYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeTick(conf, 0); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	if err := os.WriteFile(keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var rs []*replica
+	for i := range 3 {
+		var seeds []string
+		for j := range 3 {
+			if j != i {
+				seeds = append(seeds, fmt.Sprintf("%s.%d:%d", subnet, 10+j, gossipPort))
+			}
+		}
+		rs = append(rs, newReplica(t, l, bins[i], i, conf, keyFile, seeds))
+	}
+	for _, r := range rs {
+		r.start(t)
+	}
+	for _, r := range rs {
+		r.waitReady(t)
+	}
+	// One CA for the three (the cluster shares it).
+	var root []byte
+	testkit.EventuallyWithin(t, time.Minute, "one CA root on every replica", func() bool {
+		root = nil
+		for _, r := range rs {
+			b, err := os.ReadFile(filepath.Join(r.state, "ca", identity.RootCertFile))
+			if err != nil || root != nil && !bytes.Equal(b, root) {
+				return false
+			}
+			root = b
+		}
+		return true
+	})
+	creds, _ := proxyCreds(t, rs[0].state, 20)
+
+	f := &fleet{t: t, rs: rs, root: root, deadline: deadline, conf: conf}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Add(1)
+	go func() { // the config file, changed every second
+		defer wg.Done()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+				n := f.tick.Load() + 1
+				if err := writeTick(conf, n); err == nil {
+					f.tick.Store(n)
+				}
+			}
+		}
+	}()
+	for i := range proxies {
+		p := &proxy{i: i, ip: fmt.Sprintf("10.9.%d.%d", i/250, i%250+1)}
+		f.proxies = append(f.proxies, p)
+		wg.Add(1)
+		go func() { defer wg.Done(); p.run(ctx, rs, l, creds[i%len(creds)]) }()
+	}
+
+	return f
+}
+
 // buildDaemon builds this tree's baremeshd.
 func buildDaemon(t *testing.T) string {
 	t.Helper()
@@ -265,6 +310,7 @@ type fleet struct {
 	root     []byte
 	tick     atomic.Int64
 	tokens   []string // IDs of the tokens minted
+	conf     string   // the config directory
 	deadline time.Duration
 	rows     []row
 	base     []usage
@@ -275,6 +321,7 @@ type row struct {
 	converged                            bool
 	took                                 time.Duration
 	lost, dup, stale, tokensLost, caLost int
+	unread                               int // replicas whose table could not be read
 	use                                  []usage
 }
 
@@ -303,15 +350,17 @@ func (f *fleet) converge(fault string, from time.Time) {
 		if r.converged || time.Since(from) > f.deadline {
 			break
 		}
-		time.Sleep(250 * time.Millisecond) // polling the fleet, not synchronisation
+		// Polling the fleet, not synchronisation; a big fleet's tables
+		// are megabytes: less often.
+		time.Sleep(time.Duration(250+len(f.proxies)/5) * time.Millisecond)
 	}
 	r.fault, r.took = fault, time.Since(from)
 	for _, x := range f.rs {
 		r.use = append(r.use, x.usage())
 	}
 	f.rows = append(f.rows, r)
-	f.t.Logf("%s: converged=%v in %v; lost %d, duplicate %d, stale %d, tokens lost %d, CA lost %d",
-		fault, r.converged, r.took.Round(10*time.Millisecond), r.lost, r.dup, r.stale, r.tokensLost, r.caLost)
+	f.t.Logf("%s: converged=%v in %v; lost %d, duplicate %d, stale %d, tokens lost %d, CA lost %d, tables unread %d",
+		fault, r.converged, r.took.Round(10*time.Millisecond), r.lost, r.dup, r.stale, r.tokensLost, r.caLost, r.unread)
 	if !r.converged {
 		for _, x := range f.rs {
 			f.t.Logf("%s's log:\n%s", x.name, x.tail())
@@ -335,7 +384,9 @@ func (f *fleet) measure(tick0 int64) row {
 	for _, x := range f.rs {
 		s, err := x.status()
 		if err != nil {
-			return row{lost: len(want)}
+			r.unread++ // counted as nothing else: not known
+			ok = false
+			continue
 		}
 		if len(s.Members) != len(f.rs) {
 			ok = false
@@ -385,7 +436,11 @@ func (f *fleet) table(proxies int) string {
 			rss = append(rss, fmt.Sprintf("%.0f", u.rssMB))
 			gs = append(gs, strconv.Itoa(u.goroutines))
 		}
-		fmt.Fprintf(&b, "%-40s %-9v %8s %5d %5d %5d %7d %3d  %-22s %s\n", r.fault, r.converged, r.took.Round(100*time.Millisecond),
+		conv := fmt.Sprint(r.converged)
+		if r.unread > 0 {
+			conv += fmt.Sprintf(" (%d tables unread)", r.unread)
+		}
+		fmt.Fprintf(&b, "%-40s %-9s %8s %5d %5d %5d %7d %3d  %-22s %s\n", r.fault, conv, r.took.Round(100*time.Millisecond),
 			r.lost, r.dup, r.stale, r.tokensLost, r.caLost, strings.Join(rss, "/"), strings.Join(gs, "/"))
 	}
 	return b.String()

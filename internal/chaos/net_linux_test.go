@@ -29,7 +29,8 @@ func newLAN(t *testing.T) *lan {
 	hub.Run(t, "ip", "addr", "add", subnet+".1/24", "dev", "br0")
 	hub.Run(t, "ip", "link", "set", "br0", "up")
 	l := &lan{hub: hub}
-	l.http = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: l.dial, MaxIdleConnsPerHost: 4}}
+	// A big fleet's table is megabytes.
+	l.http = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DialContext: l.dial, MaxIdleConnsPerHost: 4}}
 	return l
 }
 

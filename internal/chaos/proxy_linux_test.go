@@ -36,6 +36,20 @@ type proxy struct {
 	ip   string
 	at   atomic.Int32 // 1 + the index of the replica it holds a stream to; 0: none
 	tick atomic.Int64 // the newest config tick it has received
+	// next, if not 0, is 1 + the replica to move to (moveTo); cancel
+	// ends the current stream.
+	next   atomic.Int32
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+// moveTo ends the proxy's stream and has it reconnect to replica k at
+// once (the test spreading the proxies again, as an operator draining a
+// replica would).
+func (p *proxy) moveTo(k int) {
+	p.next.Store(int32(k + 1))
+	if c := p.cancel.Load(); c != nil {
+		(*c)()
+	}
 }
 
 const clusterURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
@@ -46,9 +60,20 @@ func (p *proxy) run(ctx context.Context, rs []*replica, l *lan, creds credential
 	md, _ := structpb.NewStruct(map[string]any{"AUTO_REGISTER_GROUP": "vm"})
 	node := &corev3.Node{Id: fmt.Sprintf("sidecar~%s~vm-%d.default~default.svc.cluster.local", p.ip, p.i), Metadata: md}
 	dial := grpc.WithContextDialer(func(_ context.Context, addr string) (net.Conn, error) { return l.hub.Dial("tcp", addr) })
-	for k := p.i % len(rs); ctx.Err() == nil; k = (k + 1) % len(rs) {
-		p.stream(ctx, k, rs[k], node, dial, creds)
+	for k := p.i % len(rs); ctx.Err() == nil; {
+		sctx, cancel := context.WithCancel(ctx)
+		p.cancel.Store(&cancel)
+		if n := p.next.Swap(0); n > 0 { // a move asked before the stream began
+			k = int(n - 1)
+		}
+		p.stream(sctx, k, rs[k], node, dial, creds)
+		cancel()
 		p.at.Store(0)
+		if n := p.next.Swap(0); n > 0 {
+			k = int(n - 1)
+			continue
+		}
+		k = (k + 1) % len(rs)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Duration(200+rand.IntN(300)) * time.Millisecond): // a client's backoff

@@ -57,6 +57,8 @@ func newReplica(t *testing.T, l *lan, bin string, i int, conf, keyFile string, s
 		t.Fatalf("mount a tmpfs on %s: %v: %s", r.state, err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", r.state).Run() })
+	// Every proxy dials from the hub's one address: the per-peer stream
+	// cap is raised above the fleet.
 	cfg := fmt.Sprintf(`configDirs: [%s]
 meshConfig: %s
 xdsAddr: 127.0.0.1:15010
@@ -65,6 +67,7 @@ allowRemoteHTTP: true
 tlsAddr: %s:%d
 stateDir: %s
 registrationGrace: 10s
+maxStreamsPerPeer: 20000
 logLevel: info
 cluster: {name: %s, bind: "%s:%d", seeds: [%s], keyFile: %s}
 `, conf, filepath.Join(r.dir, "none.yaml"), ip, httpPort, ip, tlsPort, r.state, r.name, ip, gossipPort, strings.Join(seeds, ", "), keyFile)
@@ -210,4 +213,36 @@ func (r *replica) metric(name string) float64 {
 		}
 	}
 	return -1
+}
+
+// stop sends SIGTERM (a clean stop: leave the cluster, drain) and waits
+// for the exit; after a minute it kills.
+func (r *replica) stop() {
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		r.kill()
+	}
+}
+
+// exited waits for the process to exit (it was expected to refuse to
+// start) and returns its exit status.
+func (r *replica) exited(t *testing.T) *os.ProcessState {
+	t.Helper()
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not exit:\n%s", r.name, r.tail())
+	}
+	return cmd.ProcessState
 }
