@@ -8,10 +8,13 @@
 // loop, a full state disk, a restart of all three) and after each
 // measures what was lost, duplicated or left stale, whether tokens and
 // the CA survived, how long until the fleet converged, and the replicas'
-// memory and goroutines.
+// memory and goroutines. TestRollingUpgrade runs a cluster of the
+// previous release (built from git) through an upgrade replica by replica,
+// a downgrade, and a state directory of a later format.
 //
 // The package holds tests only (chaos_linux_test.go and its helpers);
 // they need root, iproute2 and iptables and skip, saying why, without
-// them. A short form runs in make test; CHAOS_FULL=1 runs the full form
-// (5,000 proxies, a 5-minute kill loop).
+// them. A short form of TestChaos runs in make test; make chaos
+// (CHAOS_FULL=1) runs the full form (5,000 proxies, a 5-minute kill loop)
+// and the upgrade.
 package chaos
