@@ -125,6 +125,16 @@ func (p *parser) resource(n *yaml.Node, apiVersion, kind string) {
 		p.fail(line, "", fmt.Errorf("%w: resource has more than %d YAML nodes (maxNodes), or its aliases expand past that", config.ErrParse, p.lim.MaxNodes))
 		return
 	}
+	src := config.Source{Name: p.source, File: p.path, Line: line}
+	if doc, ok := nodeJSON(n, apiVersion, kind); ok {
+		c, err := config.TypedJSON(doc, src)
+		if err == nil {
+			p.add(c, line)
+			return
+		}
+		// Errors are reported by the generic path, which names the
+		// resource from its map.
+	}
 	var raw map[string]any
 	if err := n.Decode(&raw); err != nil {
 		p.fail(yamlErrorLine(err, line), "", fmt.Errorf("%w: %s", config.ErrParse, cleanYAMLError(err)))
@@ -136,11 +146,16 @@ func (p *parser) resource(n *yaml.Node, apiVersion, kind string) {
 	if _, ok := raw["kind"]; !ok && kind != "" {
 		raw["kind"] = kind
 	}
-	c, err := config.Typed(raw, config.Source{Name: p.source, File: p.path, Line: line})
+	c, err := config.Typed(raw, src)
 	if err != nil {
 		p.fail(fieldLine(n, err), resourceName(raw), err)
 		return
 	}
+	p.add(c, line)
+}
+
+// add keeps one typed resource, unless the file defined its key before.
+func (p *parser) add(c config.Config, line int) {
 	if prev, dup := p.seen[c.Key()]; dup {
 		p.fail(line, c.Key().String(), fmt.Errorf("%w: duplicate: the same kind, namespace and name is defined at line %d of this file", config.ErrInvalid, prev))
 		return
