@@ -3,8 +3,11 @@
 // applies and keeps the capture rules, supervises the local proxy, checks
 // the control plane, serves /healthz and /status, and talks to systemd;
 // optionally it keeps the node tunnel (tunnel:) and runs the CNI repair
-// controller (repair:). It imports nodeagent/{iptables,reconcile,tunnel,
-// repair,cni} and internal/version of this module, nothing else.
+// controller (repair:). It also keeps the node tunnel without the agent,
+// from a tunnel.yaml (baremesh-agent tunnel: tunnelfile.go,
+// tunnelcmd_linux.go); cmd/baremesh-agent holds only flags and wiring.
+// It imports nodeagent/{iptables,reconcile,tunnel,repair,cni} and
+// internal/version of this module, nothing else.
 package agent
 
 import (
