@@ -177,12 +177,19 @@ func rounded(ds []time.Duration) []time.Duration {
 // asks EDS for everything, and a wildcard EDS subscription was generated
 // per stream (100 generations of the big CLA per push, all in the
 // generation slots the well-behaved proxy waits for); it is now built
-// once per key and endpoint generation (build.buildWildcard). The heap
+// once per key and endpoint generation (generation.buildWildcard). The heap
 // beside the stalled streams is bounded per stream (stalledStreamBound):
 // each stream's pending push copied the push's 50,000 changed addresses
 // (3.5 MB a stream, and most of the daemon's CPU) until ads kept the
 // shared request instead (issue #30).
 func TestSlowReadersDoNotStallOthers(t *testing.T) {
+	// The cache assertion (on in make test and make flake) regenerates
+	// on every cache hit: each of the 100 wildcard streams would generate
+	// the big CLA again on every push, the cost the shared cache exists
+	// to avoid; under -race with a CPU hog the first push beside them
+	// took more than 150 s (5 s without them). What it checks is covered
+	// by build's and ads' cache tests.
+	t.Setenv("BAREMESH_CACHE_ASSERT", "0")
 	endpoints := envInt("BAREMESH_SLOW_ENDPOINTS", 50_000)
 	if raceEnabled {
 		endpoints = min(endpoints, 10_000) // the race detector makes generation ~10× slower
@@ -226,6 +233,7 @@ func TestSlowReadersDoNotStallOthers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("push %d did not reach a well-behaved proxy: %v", gen, err)
 		}
+		t.Logf("push %d reached the well-behaved proxy in %v", gen, time.Since(start).Round(time.Millisecond))
 		return time.Since(start)
 	}
 	var without, beside []time.Duration
