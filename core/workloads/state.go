@@ -26,11 +26,16 @@ import (
 const stateVersion = 1
 
 type stateFile struct {
-	Version int      `json:"version"`
+	Version int `json:"version"`
+	// Entries are what a release before the one lifecycle reads when it
+	// runs without replicas (its standalone path read only these, its
+	// replicated path only Records). This release reads them only from
+	// such a release's file (no Records), and writes them beside Records
+	// so that a downgrade keeps the registrations in either mode
+	// (TestStateReadableByThePreviousRelease).
 	Entries []*entry `json:"entries"`
 	// Records are the table's live records, restored into it at start
-	// (Table.Restore). Entries are those of a file written before the one
-	// lifecycle (read, never written).
+	// (Table.Restore).
 	Records []cluster.Record `json:"records,omitempty"`
 }
 
@@ -47,6 +52,9 @@ func (c *Controller) load() ([]*entry, error) {
 	c.restored = s.Records
 	// A temporary file of an older version's interrupted write.
 	_ = os.Remove(c.o.StateFile + ".tmp")
+	if len(s.Records) > 0 {
+		return nil, nil // Entries are the same registrations, for a downgrade
+	}
 	return s.Entries, nil
 }
 
@@ -91,8 +99,12 @@ func (c *Controller) save() error {
 	s := stateFile{Version: stateVersion}
 	for _, r := range c.records {
 		s.Records = append(s.Records, r)
+		if e := c.entries[r.Key]; e != nil {
+			s.Entries = append(s.Entries, e)
+		}
 	}
 	sort.Slice(s.Records, func(i, j int) bool { return s.Records[i].Key < s.Records[j].Key })
+	sort.Slice(s.Entries, func(i, j int) bool { return s.Entries[i].key() < s.Entries[j].key() })
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
