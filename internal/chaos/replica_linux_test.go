@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/baremesh/baremesh/core/cluster"
-	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/nodeagent/nstest"
 )
 
@@ -75,7 +74,18 @@ cluster: {name: %s, bind: "%s:%d", seeds: [%s], keyFile: %s}
 	if err := os.WriteFile(r.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.kill() })
+	t.Cleanup(func() {
+		r.kill()
+		// CHAOS_LOGS=DIR keeps the replicas' logs (the temporary
+		// directory goes after this).
+		if keep := os.Getenv("CHAOS_LOGS"); keep != "" {
+			for n := 1; n <= r.logs; n++ {
+				if b, err := os.ReadFile(filepath.Join(r.dir, fmt.Sprintf("log-%d.txt", n))); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("%s-%s-log-%d.txt", t.Name(), r.name, n)), b, 0o644)
+				}
+			}
+		}
+	})
 	return r
 }
 
@@ -102,20 +112,28 @@ func (r *replica) start(t *testing.T) {
 	go func(c *exec.Cmd) { _ = c.Wait(); logf.Close(); close(done) }(r.cmd)
 }
 
-// waitReady waits until the replica answers /readyz.
+// waitReady waits until the replica answers /readyz; a replica that
+// exits or is not ready within 2 minutes fails the test with its log's
+// end.
 func (r *replica) waitReady(t *testing.T) {
 	t.Helper()
-	testkit.EventuallyWithin(t, 2*time.Minute, r.name+" ready", func() bool {
+	start := time.Now()
+	for {
 		if !r.running() {
 			t.Fatalf("%s exited:\n%s", r.name, r.tail())
 		}
 		resp, err := r.lan.http.Get("http://" + r.httpAddr() + "/readyz")
-		if err != nil {
-			return false
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("%s not ready after 2 minutes (last: %v); its log ends:\n%s", r.name, err, r.tail())
+		}
+		time.Sleep(100 * time.Millisecond) // polling the process, not synchronisation
+	}
 }
 
 func (r *replica) running() bool {
