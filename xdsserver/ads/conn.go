@@ -47,10 +47,9 @@ type conn struct {
 	// touches it.
 	curRecs []*pushRecord
 
-	// ctx is the stream's. sendq, sent and timer belong to the loop
-	// goroutine: its sends go through the sender goroutine (flow.go).
+	// ctx is the stream's. sent and timer belong to the loop goroutine:
+	// each send runs on a goroutine of its own (flow.go).
 	ctx   context.Context
-	sendq chan *wire.Msg
 	sent  chan error
 	timer *time.Timer
 	slow  bool // the last send outlived SlowSend
