@@ -273,8 +273,14 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 			// one counted after: wait for a push after now, then until
 			// pushes stop (istiod debounces 100 ms after the last
 			// event). A change no proxy needs pushes nothing: then the
-			// wait ends after 2 s and the run goes on.
-			i.probe.settle(i.probe.n.Load(), 2*time.Second, 400*time.Millisecond)
+			// wait ends after 2 s and the run goes on. The quiet window
+			// grows with the scenario: the push counted after now may
+			// have started before the last events, and the one that
+			// follows takes longer to compute than 400 ms for a thousand
+			// gateways (a full make parity once saw istiod answer
+			// bench/gateways from a context lacking 67 of its services).
+			quiet := 400*time.Millisecond + time.Duration(len(docs))*time.Millisecond
+			i.probe.settle(i.probe.n.Load(), 2*time.Second, quiet)
 			return
 		}
 		if time.Now().After(deadline) {
