@@ -57,11 +57,20 @@ type Aggregate struct {
 	writeMu  sync.Mutex // serialises writers, so handlers see batches in order
 	mu       sync.RWMutex
 	sources  []*sourceState
-	merged   map[config.Kind]map[nsName]winner
+	merged   map[config.Kind]map[nsName]*winner
 	handlers []Handler
 	synced   chan struct{}
+	// sorted holds each kind's winners in List's order, built on the
+	// first read after the kind changed (index.go); never altered once
+	// built, so readers use it without the lock.
+	sorted map[config.Kind][]*config.Config
+	// conflicts: the keys more than one source holds, kept by remerge.
+	conflicts map[config.Key]struct{}
 }
 
+// winner is the config in force for a key and the rank of its source.
+// A winner is never altered once stored: a change stores a new one, so
+// the sorted index can share it.
 type winner struct {
 	cfg config.Config
 	src int
@@ -81,7 +90,8 @@ var _ Sink = (*sourceState)(nil)
 
 // NewAggregate returns an aggregate with no sources.
 func NewAggregate() *Aggregate {
-	return &Aggregate{merged: map[config.Kind]map[nsName]winner{}, synced: make(chan struct{})}
+	return &Aggregate{merged: map[config.Kind]map[nsName]*winner{}, synced: make(chan struct{}),
+		sorted: map[config.Kind][]*config.Config{}, conflicts: map[config.Key]struct{}{}}
 }
 
 // AddSource registers a source with the next (lower) precedence and
@@ -125,20 +135,20 @@ func (a *Aggregate) Get(kind config.Kind, namespace, name string) (config.Config
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	w, ok := a.merged[kind][nsName{namespace, name}]
-	return w.cfg, ok
+	if !ok {
+		return config.Config{}, false
+	}
+	return w.cfg, true
 }
 
-// List implements Reader.
+// List implements Reader. It copies from the sorted index (index.go);
+// Sorted reads the same without the copy.
 func (a *Aggregate) List(kind config.Kind, namespace string) []config.Config {
-	a.mu.RLock()
-	out := make([]config.Config, 0, len(a.merged[kind]))
-	for k, w := range a.merged[kind] {
-		if namespace == "" || k.ns == namespace {
-			out = append(out, w.cfg)
-		}
+	view := a.Sorted(kind, namespace)
+	out := make([]config.Config, len(view))
+	for i, c := range view {
+		out[i] = *c
 	}
-	a.mu.RUnlock()
-	SortConfigs(out)
 	return out
 }
 
@@ -172,21 +182,20 @@ func (a *Aggregate) SourceOf(key config.Key) (string, bool) {
 	return a.sources[w.src].name, true
 }
 
-// Conflicts returns every key held by more than one source, sorted by key.
+// Conflicts returns every key held by more than one source, sorted by
+// key. Its cost is in the conflicts, not the keys (remerge keeps the set).
 func (a *Aggregate) Conflicts() []Conflict {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	holders := map[config.Key][]string{}
-	for _, s := range a.sources {
-		for k := range s.configs {
-			holders[k] = append(holders[k], s.name)
-		}
-	}
 	var out []Conflict
-	for k, hs := range holders {
-		if len(hs) > 1 {
-			out = append(out, Conflict{Key: k, Winner: hs[0], Losers: hs[1:]})
+	for k := range a.conflicts {
+		var hs []string
+		for _, s := range a.sources {
+			if _, ok := s.configs[k]; ok {
+				hs = append(hs, s.name)
+			}
 		}
+		out = append(out, Conflict{Key: k, Winner: hs[0], Losers: hs[1:]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key.String() < out[j].Key.String() })
 	return out
@@ -243,36 +252,52 @@ func (s *sourceState) Update(upserts []config.Config, deletes []config.Key) {
 	if len(events) == 0 {
 		return
 	}
-	sort.Slice(events, func(i, j int) bool { return events[i].Key().String() < events[j].Key().String() })
+	sortEvents(events)
 	for _, h := range a.handlers {
 		h(events)
 	}
 }
 
-// remerge recomputes the winner of k; a.mu is held.
+// remerge recomputes the winner of k and whether k is a conflict; a.mu
+// is held.
 func (a *Aggregate) remerge(k config.Key) (Event, bool) {
 	byName := a.merged[k.Kind]
 	if byName == nil {
-		byName = map[nsName]winner{}
+		byName = map[nsName]*winner{}
 		a.merged[k.Kind] = byName
 	}
 	nn := nsName{k.Namespace, k.Name}
 	old, had := byName[nn]
+	var top *sourceState
+	holders := 0
 	for _, s := range a.sources {
-		if c, ok := s.configs[k]; ok {
-			byName[nn] = winner{cfg: c, src: s.rank}
-			switch {
-			case !had:
-				return Event{Type: EventAdd, New: &c}, true
-			case !config.SameContent(&old.cfg, &c):
-				return Event{Type: EventUpdate, Old: &old.cfg, New: &c}, true
+		if _, ok := s.configs[k]; ok {
+			if holders++; top == nil {
+				top = s
 			}
-			return Event{}, false
 		}
 	}
-	if had {
+	if holders > 1 {
+		a.conflicts[k] = struct{}{}
+	} else {
+		delete(a.conflicts, k)
+	}
+	if top == nil {
+		if !had {
+			return Event{}, false
+		}
 		delete(byName, nn)
+		delete(a.sorted, k.Kind)
 		return Event{Type: EventDelete, Old: &old.cfg}, true
+	}
+	c := top.configs[k]
+	byName[nn] = &winner{cfg: c, src: top.rank}
+	delete(a.sorted, k.Kind)
+	switch {
+	case !had:
+		return Event{Type: EventAdd, New: &c}, true
+	case !config.SameContent(&old.cfg, &c):
+		return Event{Type: EventUpdate, Old: &old.cfg, New: &c}, true
 	}
 	return Event{}, false
 }

@@ -115,29 +115,38 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	}
 
 	kind, ns, src := config.Kind(q.Get("kind")), q.Get("namespace"), q.Get("source")
-	var matched []config.Config
+	// The matching resources as views of the store's sorted index, one
+	// per kind, shared rather than copied; only a source filter makes a
+	// list of its own (of pointers).
+	var matched configzMatch
 	for _, k := range config.Kinds() {
 		if kind != "" && k != kind {
 			continue
 		}
-		for _, c := range d.agg.List(k, ns) {
-			if src == "" || c.Source.Name == src || (c.Source.File != "" && strings.HasPrefix(c.Source.File, src)) {
-				matched = append(matched, c)
+		view := d.agg.Sorted(k, ns)
+		if src != "" {
+			var kept []*config.Config
+			for _, c := range view {
+				if c.Source.Name == src || (c.Source.File != "" && strings.HasPrefix(c.Source.File, src)) {
+					kept = append(kept, c)
+				}
 			}
+			view = kept
+		}
+		if len(view) > 0 {
+			matched.parts = append(matched.parts, view)
+			matched.total += len(view)
 		}
 	}
-	out.Total = len(matched)
+	out.Total = matched.total
 	all := q.Get("all") == "1" || q.Get("all") == "true"
 	offset, _ := strconv.Atoi(q.Get("offset"))
 	limit, err := strconv.Atoi(q.Get("limit"))
 	if err != nil || limit <= 0 || limit > configzPageItems {
 		limit = configzPageItems
 	}
-	offset = min(max(offset, 0), len(matched))
-	if all {
-		offset, limit = 0, len(matched)
-	}
-	render := func(c config.Config) configzResource {
+	offset = min(max(offset, 0), matched.total)
+	render := func(c *config.Config) configzResource {
 		spec, err := protojson.Marshal(c.Spec)
 		if err != nil {
 			spec = []byte(`null`)
@@ -157,13 +166,17 @@ func (d *Daemon) configz(w http.ResponseWriter, r *http.Request) {
 	out.Conflicts = pageProblems(&out, "conflicts", out.Conflicts)
 	out.Model = pageProblems(&out, "model", out.Model)
 	size, end := 0, offset
-	for end < len(matched) && end-offset < limit && (end == offset || size < configzPageBytes) {
-		res := render(matched[end])
+	matched.each(offset, func(c *config.Config) bool {
+		if end-offset >= limit || (end > offset && size >= configzPageBytes) {
+			return false
+		}
+		res := render(c)
 		size += len(res.Spec)
 		out.Resources = append(out.Resources, res)
 		end++
-	}
-	if end < len(matched) {
+		return true
+	})
+	if end < matched.total {
 		out.Next = end
 	}
 	enc := json.NewEncoder(w)
@@ -185,9 +198,34 @@ func pageProblems[T any](out *configz, name string, list []T) []T {
 	return list[:configzPageItems]
 }
 
+// configzMatch is the resources a query matches: views of the store's
+// sorted index (store.Aggregate.Sorted), shown one after the other.
+type configzMatch struct {
+	parts [][]*config.Config
+	total int
+}
+
+// each calls fn for the matched resources from the offset-th on, until
+// fn returns false.
+func (m configzMatch) each(offset int, fn func(*config.Config) bool) {
+	for _, part := range m.parts {
+		if offset >= len(part) {
+			offset -= len(part)
+			continue
+		}
+		for _, c := range part[offset:] {
+			if !fn(c) {
+				return
+			}
+		}
+		offset = 0
+	}
+}
+
 // streamConfigz writes out with every resource of matched, each rendered
-// and encoded as it is written: the answer is never held whole.
-func streamConfigz(w http.ResponseWriter, out configz, matched []config.Config, render func(config.Config) configzResource) {
+// and encoded as it is written: neither the answer nor the list of
+// resources is copied whole.
+func streamConfigz(w http.ResponseWriter, out configz, matched configzMatch, render func(*config.Config) configzResource) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	defer bw.Flush()
 	// The fields other than the resources, as one object whose closing
@@ -202,13 +240,13 @@ func streamConfigz(w http.ResponseWriter, out configz, matched []config.Config, 
 	_, _ = bw.Write(head[:len(head)-1])
 	_, _ = bw.WriteString(`,"resources":[`)
 	enc := json.NewEncoder(bw)
-	for i, c := range matched {
-		if i > 0 {
+	first := true
+	matched.each(0, func(c *config.Config) bool {
+		if !first {
 			_ = bw.WriteByte(',')
 		}
-		if err := enc.Encode(render(c)); err != nil {
-			return // the client went away
-		}
-	}
+		first = false
+		return enc.Encode(render(c)) == nil // else the client went away
+	})
 	_, _ = bw.WriteString("]}\n")
 }
