@@ -168,12 +168,12 @@ func (s *TokenStore) verify(token string, spend bool) (TokenRecord, error) {
 // back when fn says so. A store that does not exist yet is empty.
 func (s *TokenStore) update(fn func(*tokenFile) (bool, error)) error {
 	if err := s.ensureDir(); err != nil {
-		return fmt.Errorf("%w: %v", ErrTokenStore, err)
+		return fmt.Errorf("%w: %w", ErrTokenStore, err)
 	}
 	lockPath := filepath.Join(s.Dir, tokenLockFile)
 	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrTokenStore, err)
+		return fmt.Errorf("%w: %w", ErrTokenStore, err)
 	}
 	defer lock.Close()
 	giveToOwner(lockPath, s.Dir)
@@ -186,7 +186,7 @@ func (s *TokenStore) update(fn func(*tokenFile) (bool, error)) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return fmt.Errorf("%w: %v", ErrTokenStore, err)
+		return fmt.Errorf("%w: %w", ErrTokenStore, err)
 	default:
 		if err := json.Unmarshal(data, &f); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrTokenStore, path, err)
@@ -209,7 +209,7 @@ func (s *TokenStore) update(fn func(*tokenFile) (bool, error)) error {
 		return err
 	}
 	if err := WriteFileAtomic(path, append(out, '\n'), 0o600); err != nil {
-		return fmt.Errorf("%w: %v", ErrTokenStore, err)
+		return fmt.Errorf("%w: %w", ErrTokenStore, err)
 	}
 	giveToOwner(path, s.Dir)
 	return nil
