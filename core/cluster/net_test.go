@@ -41,6 +41,10 @@ type network struct {
 	grace time.Duration
 	// reap is every replica's ReapInterval (default 20 ms).
 	reap time.Duration
+	// skew, if set for a name, is how far that replica's wall clock is
+	// off (a replica whose clock jumped: its stamps and disconnect times
+	// are off by it; its own durations, within one process, are not).
+	skew map[string]time.Duration
 }
 
 type node struct {
@@ -85,7 +89,11 @@ func (n *network) start(name string, seeds ...string) *node {
 		seedAddrs = append(seedAddrs, n.nodes[s].Addr())
 	}
 	ev := &eventLog{}
-	tbl, err := New(Options{Name: name, Bind: addr, Logger: testLogger(name), Metrics: n.metrics, Seeds: seedAddrs, Grace: n.grace,
+	now := time.Now
+	if d := n.skew[name]; d != 0 {
+		now = func() time.Time { return time.Now().Add(d) }
+	}
+	tbl, err := New(Options{Name: name, Now: now, Bind: addr, Logger: testLogger(name), Metrics: n.metrics, Seeds: seedAddrs, Grace: n.grace,
 		ReapInterval: n.reap, Rejoin: 100 * time.Millisecond,
 		SecretKey: []byte("0123456789abcdef"),
 		Memberlist: func(c *memberlist.Config) {

@@ -70,8 +70,9 @@ type Table struct {
 	// shared are the values besides registrations (shared.go).
 	shared map[string]Shared
 	// seenAt is when each record was committed here (the tombstone TTL
-	// runs from it; a record is not written off for a dead owner until it
-	// has been here a grace period, see reap).
+	// and the grace period of a disconnected record run from it; a record
+	// is not written off for a dead owner until it has been here a grace
+	// period, see reap).
 	seenAt map[string]time.Time
 	// events wait for the watcher, in commit order.
 	events []Record
@@ -468,7 +469,13 @@ func (t *Table) reap() {
 			}
 			continue
 		}
-		if now.Sub(time.Unix(0, r.DisconnectedAt)) >= t.o.Grace {
+		// The grace period runs from when this replica learnt of the
+		// disconnect (seenAt: the record was committed here then), on
+		// its own clock, monotonic in production: DisconnectedAt is the
+		// writer's wall clock, which may be far off or jump
+		// (TestClockJumpedReplica). A disconnect heard late (a healed
+		// partition, a restart) gets its full grace period here.
+		if now.Sub(t.seenAt[key]) >= t.o.Grace {
 			t.o.Logger.Info("registration removed: its proxy did not come back within the grace period", "key", key, "owner", r.Owner, "grace", t.o.Grace)
 			t.tombstoneLocked(r)
 		}
