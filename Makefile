@@ -53,7 +53,7 @@ flake:
 # chaos runs the fleet under faults (internal/chaos; root, iproute2,
 # iptables): three baremeshd in network namespaces, proxies on the TLS
 # port, partition, kill -9 loop, full state disk, restart of all three,
-# and prints the chaos table. make test runs its short form (60 proxies,
+# then these overlapping, and prints the chaos table. make test runs its short form (60 proxies,
 # two kills, about a minute); this is the full form: 5,000 proxies, a
 # kill -9 every 30 s for 5 minutes (CHAOS_PROXIES to change the number),
 # and the rolling upgrade from the previous release (TestRollingUpgrade).

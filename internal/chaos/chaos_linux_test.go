@@ -31,7 +31,8 @@ spec:
   template: {ports: {http: 8080}, serviceAccount: vm}
 `
 
-// TestChaos: the fleet under faults, one after another (package doc).
+// TestChaos: the fleet under faults, one after another, then
+// overlapping (package doc).
 // Short form (make test): 60 proxies, a kill loop of 2 kills 10 s apart.
 // CHAOS_FULL=1: 5,000 proxies, a kill -9 every 30 s for 5 minutes.
 // CHAOS_PROXIES overrides the number of proxies; CHAOS_REPORT=FILE also
@@ -94,7 +95,6 @@ func TestChaos(t *testing.T) {
 	// of the replica holding most move on a kill), then freed.
 	f.spread()
 	f.mint(0)
-	const saveFailures = "baremesh_registration_state_save_failures_total"
 	failed0 := rs[1].metric(saveFailures)
 	fill := filepath.Join(rs[1].state, "fill")
 	if out, err := exec.Command("dd", "if=/dev/zero", "of="+fill, "bs=1M").CombinedOutput(); err == nil || !strings.Contains(string(out), "No space left") {
@@ -129,6 +129,11 @@ func TestChaos(t *testing.T) {
 		r.waitReady(t)
 	}
 	f.converge("kill -9 all three, start all", time.Now())
+
+	// 5-7. Faults overlapping (overlap_linux_test.go).
+	f.partitionDuringKills(min(kills, 4))
+	f.diskFullDuringPartition()
+	f.restartAllDiskFull()
 
 	report := f.table(proxies)
 	t.Log("\n" + report)
@@ -429,7 +434,7 @@ func (f *fleet) measure(tick0 int64) row {
 func (f *fleet) table(proxies int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: 3 replicas, %d proxies on the TLS port, config changed every second\n", proxies)
-	fmt.Fprintf(&b, "%-40s %-9s %8s %5s %5s %5s %7s %3s  %-22s %s\n", "fault", "converged", "took", "lost", "dup", "stale", "tokens", "CA", "RSS MB a/b/c", "goroutines a/b/c")
+	fmt.Fprintf(&b, "%-56s %-9s %8s %5s %5s %5s %7s %3s  %-22s %s\n", "fault", "converged", "took", "lost", "dup", "stale", "tokens", "CA", "RSS MB a/b/c", "goroutines a/b/c")
 	for _, r := range f.rows {
 		var rss, gs []string
 		for _, u := range r.use {
@@ -440,7 +445,7 @@ func (f *fleet) table(proxies int) string {
 		if r.unread > 0 {
 			conv += fmt.Sprintf(" (%d tables unread)", r.unread)
 		}
-		fmt.Fprintf(&b, "%-40s %-9s %8s %5d %5d %5d %7d %3d  %-22s %s\n", r.fault, conv, r.took.Round(100*time.Millisecond),
+		fmt.Fprintf(&b, "%-56s %-9s %8s %5d %5d %5d %7d %3d  %-22s %s\n", r.fault, conv, r.took.Round(100*time.Millisecond),
 			r.lost, r.dup, r.stale, r.tokensLost, r.caLost, strings.Join(rss, "/"), strings.Join(gs, "/"))
 	}
 	return b.String()

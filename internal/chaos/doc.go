@@ -5,7 +5,10 @@
 // proxies auto-registering over the TLS port with certificates, spread
 // across the replicas, and a config file changed every second. The test
 // applies faults one after another (a partition and its heal, a kill -9
-// loop, a full state disk, a restart of all three) and after each
+// loop, a full state disk, a restart of all three), then overlapping (a
+// partition during kills, a full disk during a partition with a token
+// minted on the full disk, a restart of all three with one disk full:
+// overlap_linux_test.go), and after each
 // measures what was lost, duplicated or left stale, whether tokens and
 // the CA survived, how long until the fleet converged, and the replicas'
 // memory and goroutines. TestRollingUpgrade runs a cluster of the
