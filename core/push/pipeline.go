@@ -29,7 +29,14 @@ type PipelineOptions struct {
 	DebounceMax time.Duration
 	// EndpointsBypassDebounce sends endpoint-only changes at once.
 	EndpointsBypassDebounce bool
-	Logger                  *slog.Logger
+	// DebounceLeading pushes a change at once when nothing has been
+	// pushed for a Debounce period (the leading edge); the changes that
+	// follow within the period are merged and debounced as without it.
+	// A burst after a quiet period is then two pushes, its first change
+	// alone and the rest, where istiod's debounce makes one; a lone
+	// change waits for no quiet period.
+	DebounceLeading bool
+	Logger          *slog.Logger
 }
 
 // Listener receives each published snapshot with the request that made it.
@@ -248,7 +255,17 @@ func (p *Pipeline) Run(ctx context.Context, synced <-chan struct{}) {
 	p.publish(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonInitial)}, nil)
 	close(p.ready)
 
+	// pushed is when the last push was published: a change that finds
+	// none for a Debounce period and no debounce running is the leading
+	// edge (DebounceLeading).
+	pushed := time.Now()
 	var quiet, limit <-chan time.Time
+	flush := func() {
+		if p.flush() {
+			pushed = time.Now()
+		}
+		quiet, limit = nil, nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,8 +275,11 @@ func (p *Pipeline) Run(ctx context.Context, synced <-chan struct{}) {
 			endpointOnly := p.pending != nil && !p.pending.Full
 			p.mu.Unlock()
 			if endpointOnly && p.opts.EndpointsBypassDebounce {
-				p.flush()
-				quiet, limit = nil, nil
+				flush()
+				continue
+			}
+			if p.opts.DebounceLeading && quiet == nil && time.Since(pushed) >= p.opts.Debounce {
+				flush()
 				continue
 			}
 			quiet = time.After(p.opts.Debounce)
@@ -267,16 +287,16 @@ func (p *Pipeline) Run(ctx context.Context, synced <-chan struct{}) {
 				limit = time.After(p.opts.DebounceMax)
 			}
 		case <-quiet:
-			p.flush()
-			quiet, limit = nil, nil
+			flush()
 		case <-limit:
-			p.flush()
-			quiet, limit = nil, nil
+			flush()
 		}
 	}
 }
 
-func (p *Pipeline) flush() {
+// flush publishes the pending request, if any, and reports whether it
+// did.
+func (p *Pipeline) flush() bool {
 	p.mu.Lock()
 	req := p.pending
 	p.pending = nil
@@ -286,7 +306,7 @@ func (p *Pipeline) flush() {
 	}
 	p.mu.Unlock()
 	if req == nil {
-		return
+		return false
 	}
 	kinds := req.KindsChanged()
 	for k := range unindexed {
@@ -296,6 +316,7 @@ func (p *Pipeline) flush() {
 		kinds[k] = true
 	}
 	p.publish(req, &Changed{Kinds: kinds, Services: len(req.Services) > 0, Mesh: req.Reasons.Has(ReasonMesh)})
+	return true
 }
 
 func (p *Pipeline) publish(req *Request, changed *Changed) {

@@ -69,7 +69,7 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 	}
 	d.registry = model.NewRegistry(model.NewAllocator())
 	d.pipeline = push.NewPipeline(d.agg, d.registry, mesh, push.PipelineOptions{
-		Debounce: cfg.Debounce.Duration, DebounceMax: cfg.DebounceMax.Duration,
+		Debounce: cfg.Debounce.Duration, DebounceMax: cfg.DebounceMax.Duration, DebounceLeading: cfg.DebounceLeading,
 		EndpointsBypassDebounce: true, Logger: log.With("component", "push"),
 	})
 	d.agg.Subscribe(d.pipeline.OnEvents)

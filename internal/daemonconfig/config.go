@@ -80,6 +80,11 @@ type Config struct {
 	// Debounce and DebounceMax bound the push debouncer.
 	Debounce    Duration `json:"debounce"`
 	DebounceMax Duration `json:"debounceMax"`
+	// DebounceLeading (default true) pushes a change at once when nothing
+	// was pushed for a Debounce period, and debounces the changes that
+	// follow it; false waits for a quiet period before every push, as
+	// istiod does (push.PipelineOptions.DebounceLeading).
+	DebounceLeading bool `json:"debounceLeading"`
 	// ConvergenceSLO is the objective for a change's change→ACK time per
 	// proxy; slower changes are counted in
 	// baremesh_xds_convergence_slo_missed_total. 0 turns it off.
@@ -179,7 +184,10 @@ func Defaults() Config {
 		FileCoalesce: Duration{20 * time.Millisecond},
 		Debounce:     Duration{100 * time.Millisecond},
 		DebounceMax:  Duration{10 * time.Second},
-		GCPercent:    50,
+		// A lone change (a new service) reaches the push in the file
+		// coalescing's time instead of also the debounce's (issue #30).
+		DebounceLeading: true,
+		GCPercent:       50,
 
 		StateDir:           "/var/lib/baremesh",
 		WorkloadCertTTL:    Duration{24 * time.Hour},
