@@ -50,9 +50,11 @@ func TestChaos(t *testing.T) {
 	}
 	bin := buildDaemon(t)
 	f := startFleet(t, []string{bin, bin, bin}, proxies, deadline)
+	profiled := f.profileStart()
 	rs := f.rs
 	f.mint(0)
 	f.converge("start", time.Now())
+	profiled()
 	f.base = f.rows[0].use
 
 	// 1. Partition cp-c from the two others longer than the grace period
@@ -363,6 +365,7 @@ func (f *fleet) converge(fault string, from time.Time) {
 	for _, x := range f.rs {
 		r.use = append(r.use, x.usage())
 	}
+	f.profileHeap(fault)
 	f.rows = append(f.rows, r)
 	f.t.Logf("%s: converged=%v in %v; lost %d, duplicate %d, stale %d, tokens lost %d, CA lost %d, tables unread %d",
 		fault, r.converged, r.took.Round(10*time.Millisecond), r.lost, r.dup, r.stale, r.tokensLost, r.caLost, r.unread)
@@ -434,19 +437,20 @@ func (f *fleet) measure(tick0 int64) row {
 func (f *fleet) table(proxies int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: 3 replicas, %d proxies on the TLS port, config changed every second\n", proxies)
-	fmt.Fprintf(&b, "%-56s %-9s %8s %5s %5s %5s %7s %3s  %-22s %s\n", "fault", "converged", "took", "lost", "dup", "stale", "tokens", "CA", "RSS MB a/b/c", "goroutines a/b/c")
+	fmt.Fprintf(&b, "%-56s %-9s %8s %5s %5s %5s %7s %3s  %-15s %-15s %s\n", "fault", "converged", "took", "lost", "dup", "stale", "tokens", "CA", "RSS MB a/b/c", "heap MB a/b/c", "goroutines a/b/c")
 	for _, r := range f.rows {
-		var rss, gs []string
+		var rss, heap, gs []string
 		for _, u := range r.use {
 			rss = append(rss, fmt.Sprintf("%.0f", u.rssMB))
+			heap = append(heap, fmt.Sprintf("%.0f", u.heapMB))
 			gs = append(gs, strconv.Itoa(u.goroutines))
 		}
 		conv := fmt.Sprint(r.converged)
 		if r.unread > 0 {
 			conv += fmt.Sprintf(" (%d tables unread)", r.unread)
 		}
-		fmt.Fprintf(&b, "%-56s %-9s %8s %5d %5d %5d %7d %3d  %-22s %s\n", r.fault, conv, r.took.Round(100*time.Millisecond),
-			r.lost, r.dup, r.stale, r.tokensLost, r.caLost, strings.Join(rss, "/"), strings.Join(gs, "/"))
+		fmt.Fprintf(&b, "%-56s %-9s %8s %5d %5d %5d %7d %3d  %-15s %-15s %s\n", r.fault, conv, r.took.Round(100*time.Millisecond),
+			r.lost, r.dup, r.stale, r.tokensLost, r.caLost, strings.Join(rss, "/"), strings.Join(heap, "/"), strings.Join(gs, "/"))
 	}
 	return b.String()
 }

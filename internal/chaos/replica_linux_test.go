@@ -194,10 +194,12 @@ func (r *replica) status() (cluster.Status, error) {
 	return s, json.NewDecoder(resp.Body).Decode(&s)
 }
 
-// usage is the process's resident memory (MB) and goroutines.
+// usage is the process's resident memory (MB), the Go heap in use (MB:
+// live objects and garbage not yet collected; RSS also holds memory the
+// runtime has freed but not yet returned) and goroutines.
 type usage struct {
-	rssMB      float64
-	goroutines int
+	rssMB, heapMB float64
+	goroutines    int
 }
 
 func (r *replica) usage() usage {
@@ -213,6 +215,7 @@ func (r *replica) usage() usage {
 		f.Close()
 	}
 	u.goroutines = int(r.metric("go_goroutines"))
+	u.heapMB = r.metric("go_memstats_heap_inuse_bytes") / (1 << 20)
 	return u
 }
 
