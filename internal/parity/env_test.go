@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +23,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/baremesh/baremesh/internal/daemon"
 	"github.com/baremesh/baremesh/internal/daemonconfig"
-	"github.com/baremesh/baremesh/sources/kube/kubetest"
+	"github.com/baremesh/baremesh/internal/istiodtest"
 )
 
 // istiod is Istio's pilot-discovery (shared/tools/istio-bins) over a test
@@ -61,109 +57,15 @@ type applied struct {
 	created string
 }
 
-func findOne(pattern string) string {
-	m, _ := filepath.Glob(pattern)
-	if len(m) == 0 {
-		return ""
-	}
-	return m[len(m)-1]
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startIstiod starts kube-apiserver and istiod with Istio's default mesh
-// config, or skips t naming what is missing. Every process is stopped
-// when t ends, failed or not.
+// startIstiod starts kube-apiserver (with Istio's and the Gateway API's
+// CRDs, so istiod's gateway controller runs, #28) and istiod with
+// Istio's default mesh config, or skips t naming what is missing. Every
+// process is stopped when t ends, failed or not; PARITY_ISTIOD_LOG gets
+// a copy of istiod's log.
 func startIstiod(t *testing.T) *istiod {
 	t.Helper()
-	home, _ := os.UserHomeDir()
-	bin := findOne(filepath.Join(home, ".cache", "istio-bins", "*", "pilot-discovery"))
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Dir(findOne(filepath.Join(home, ".cache", "kube-assets", "*", "kube-apiserver")))
-	}
-	gomod := os.Getenv("GOMODCACHE")
-	if gomod == "" {
-		out, _ := exec.Command("go", "env", "GOMODCACHE").Output()
-		gomod = strings.TrimSpace(string(out))
-	}
-	crds := findOne(filepath.Join(gomod, "istio.io", "istio@*", "manifests", "charts", "base", "files", "crd-all.gen.yaml"))
-	if bin == "" || assets == "." || crds == "" {
-		t.Skipf("skipping: needs pilot-discovery (shared/tools/istio-bins), kube-apiserver (shared/tools/kube-assets) and the istio.io/istio module's CRDs; found %q %q %q", bin, assets, crds)
-	}
-	crdPaths := []string{crds}
-	// The Gateway API's CRDs (standard channel: TCPRoute and TLSRoute are
-	// there from v1.5), so istiod's gateway controller runs (#28).
-	if gw := findOne(filepath.Join(gomod, "sigs.k8s.io", "gateway-api@v1.*", "config", "crd", "standard")); gw != "" {
-		files, _ := filepath.Glob(filepath.Join(gw, "gateway.networking.k8s.io_*.yaml"))
-		for _, f := range files {
-			if !strings.Contains(f, "vap_") {
-				crdPaths = append(crdPaths, f)
-			}
-		}
-	}
-	api := &envtest.Environment{BinaryAssetsDirectory: assets, CRDInstallOptions: envtest.CRDInstallOptions{Paths: crdPaths},
-		ControlPlaneStartTimeout: kubetest.StartTimeout}
-	cfg, err := api.Start()
-	if err != nil {
-		t.Fatalf("kube-apiserver: %v", err)
-	}
-	t.Cleanup(func() { _ = api.Stop() })
-	user, err := api.AddUser(envtest.User{Name: "istiod", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := &istiod{dir: t.TempDir(), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), applied: map[string]applied{}}
-	i.cs = kubernetes.NewForConfigOrDie(cfg)
-	i.dyn = dynamic.NewForConfigOrDie(cfg)
-	must(t, os.WriteFile(filepath.Join(i.dir, "kubeconfig"), kc, 0o600))
-	must(t, os.WriteFile(filepath.Join(i.dir, "mesh.yaml"), []byte("{}\n"), 0o644))
-	i.namespace(t, "istio-system")
-	logf, err := os.Create(filepath.Join(i.dir, "istiod.log"))
-	must(t, err)
-	cmd := exec.Command(bin, "discovery", "--kubeconfig", filepath.Join(i.dir, "kubeconfig"),
-		"--grpcAddr", i.grpcAddr, "--httpAddr", i.httpAddr, "--monitoringAddr", freeAddr(t),
-		"--secureGRPCAddr=", "--httpsAddr=", "--meshConfig", filepath.Join(i.dir, "mesh.yaml"))
-	cmd.Env = append(os.Environ(), "POD_NAMESPACE=istio-system")
-	cmd.Stdout, cmd.Stderr, cmd.Dir = logf, logf, i.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the whole process group
-		_ = cmd.Wait()
-		logf.Close()
-		if p := os.Getenv("PARITY_ISTIOD_LOG"); p != "" {
-			b, _ := os.ReadFile(logf.Name())
-			_ = os.WriteFile(p, b, 0o644)
-		}
-	})
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		resp, err := http.Get("http://" + i.httpAddr + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return i
-			}
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("istiod not ready within 90s; log tail:\n%s", tail(string(b), 3000))
-		}
-		time.Sleep(100 * time.Millisecond) // polling istiod's readiness, not synchronisation
-	}
+	it := istiodtest.Start(t, istiodtest.Options{GatewayAPI: true, LogCopy: os.Getenv("PARITY_ISTIOD_LOG")})
+	return &istiod{dir: it.Dir, grpcAddr: it.XDSAddr, httpAddr: it.DebugAddr, cs: it.Kube, dyn: it.Dynamic, applied: map[string]applied{}}
 }
 
 func must(t *testing.T, err error) {
@@ -171,13 +73,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }
 
 func (i *istiod) namespace(t *testing.T, ns string) {
@@ -190,18 +85,8 @@ func (i *istiod) namespace(t *testing.T, ns string) {
 
 func docKey(d Doc) string { return d.Kind + "/" + d.Namespace + "/" + d.Name }
 
-func gvr(obj map[string]any) schema.GroupVersionResource {
-	u := unstructured.Unstructured{Object: obj}
-	gvk := u.GroupVersionKind()
-	plural := strings.ToLower(gvk.Kind) + "s"
-	if strings.HasSuffix(plural, "ys") && !strings.HasSuffix(plural, "ays") { // policies, not gateways
-		plural = strings.TrimSuffix(plural, "ys") + "ies"
-	}
-	if strings.HasSuffix(plural, "sss") { // gatewayclasses
-		plural = strings.TrimSuffix(plural, "s") + "es"
-	}
-	return schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: plural}
-}
+// gvr is the resource of a scenario document's kind.
+func gvr(obj map[string]any) schema.GroupVersionResource { return istiodtest.GVR(obj) }
 
 // apply makes the API server hold exactly docs (deleting what an earlier
 // scenario applied and this one lacks) and waits until istiod's config
