@@ -62,7 +62,10 @@ type Daemon struct {
 // the bound addresses (":0" picks a free port) before Run.
 func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, log: log, reg: newRegistry(), agg: store.NewAggregate(), own: store.NewMemory()}
-	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// go_sched_latencies_seconds (how long goroutines waited, runnable,
+	// for a CPU) tells a daemon short of CPU from a slow handler.
+	d.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mesh, err := config.LoadMeshConfig(cfg.MeshConfig)
 	if err != nil {
 		return nil, fmt.Errorf("mesh config: %w", err)

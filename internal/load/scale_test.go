@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -149,16 +150,24 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 		HasEndpoint(cluster80(n), svcAddrs(services)[0]),
 		HasRouteDomain(host(n)),
 	))
+	// The answer from a process of its own with nothing pushed: what the
+	// machine alone costs a scrape.
+	idle := scrapeApart(b, d.http, "/metrics")
+	time.Sleep(3 * time.Second) // the window measured, not a wait for a condition
+	idleLat := idle()
+	sched0 := schedLatencies(d.http)
 	cpu3, client3, tot3 := d.cpu(), clientCPU(), f.Totals()
 	endPhase = phaseProfile(b, d, mode, "newsvc", 6)
 	scrapes, probes := scrapeDuring(d.http, "/metrics"), scrapeDuring(d.http, "/healthz")
+	apart := scrapeApart(b, d.http, "/metrics")
 	start = time.Now()
 	writeFile(b, d.conf, n+".yaml", serviceEntry(n, svcAddrs(services)...))
 	if err := w.Wait(ctx); err != nil {
 		return nil, fmt.Errorf("%s new service: %w", mode, err)
 	}
-	metricsLat, healthLat := scrapes(), probes()
-	b.Logf("%s: during the full push: /metrics %v; /healthz %v", mode, metricsLat, healthLat)
+	metricsLat, healthLat, apartLat := scrapes(), probes(), apart()
+	b.Logf("%s: during the full push: /metrics %v; /healthz %v; /metrics from a process of its own %v (with nothing pushed %v); daemon goroutines' wait for a CPU: %s",
+		mode, metricsLat, healthLat, apartLat, idleLat, schedWait(sched0, schedLatencies(d.http)))
 	newSvc := w.Latencies(start).Percentiles()
 	newSvcCPU := d.cpu() - cpu3
 	sent := f.Totals()
@@ -187,6 +196,11 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	add(editCPU, "edit-cpu-s")
 	add(float64(metricsLat.Max.Milliseconds()), "metrics-max-ms")
 	add(float64(healthLat.Max.Milliseconds()), "healthz-max-ms")
+	if apartLat.N > 0 {
+		add(float64(apartLat.Max.Milliseconds()), "metrics-apart-max-ms")
+		add(float64(apartLat.P50.Milliseconds()), "metrics-apart-p50-ms")
+		add(float64(idleLat.Max.Milliseconds()), "metrics-idle-max-ms")
+	}
 	add(mb(perProxy)/float64(proxies), "MB/proxy")
 	return res, nil
 }
@@ -219,6 +233,98 @@ func scrapeDuring(httpAddr, path string) func() Summary {
 		}
 	}()
 	return func() Summary { close(stop); return <-done }
+}
+
+// scrapeApart fetches the daemon's path as scrapeDuring does (at most
+// ten a second, one after another), but from a process of its own, as
+// Prometheus would: curl, over one kept-alive connection, timing each
+// answer itself. A fetch made in this process also waits for this
+// process to get a CPU and then a P behind the load client's 2,000
+// streams decoding their pushes, which the daemon's answer does not
+// include. Without curl the returned Summary is empty.
+func scrapeApart(tb testing.TB, httpAddr, path string) func() Summary {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		tb.Logf("no curl: %v", err)
+		return func() Summary { return Summary{} }
+	}
+	var conf strings.Builder
+	for range 36000 { // an hour at ten a second; stopped by the returned function
+		fmt.Fprintf(&conf, "url = \"http://%s%s\"\noutput = \"/dev/null\"\n", httpAddr, path)
+	}
+	cmd := exec.Command(curl, "--silent", "--rate", "10/s", "--max-time", "30", "--write-out", "%{stderr}%{time_total}\n", "--config", "-")
+	cmd.Stdin = strings.NewReader(conf.String())
+	out, err := cmd.StderrPipe() // unbuffered, unlike curl's stdout to a pipe
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	var lat Latencies
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(sc.Text()), 64); err == nil && v > 0 {
+				lat = append(lat, time.Duration(v*float64(time.Second)))
+			}
+		}
+	}()
+	return func() Summary {
+		_ = cmd.Process.Kill() // the curl started above, by its pid
+		<-done
+		_ = cmd.Wait()
+		return lat.Percentiles()
+	}
+}
+
+// schedLatencies reads the daemon's go_sched_latencies_seconds
+// histogram: cumulative counts by upper bound.
+func schedLatencies(httpAddr string) map[float64]float64 {
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	out := map[float64]float64{}
+	for _, l := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(l, `go_sched_latencies_seconds_bucket{le="`)
+		if !ok {
+			continue
+		}
+		le, count, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		ub, err1 := strconv.ParseFloat(le, 64)
+		n, err2 := strconv.ParseFloat(count, 64)
+		if err1 == nil && err2 == nil {
+			out[ub] = n
+		}
+	}
+	return out
+}
+
+// schedWait says how many goroutine runs between two schedLatencies
+// readings waited longer than 1, 10 and 100 ms for a CPU, of how many.
+func schedWait(before, after map[float64]float64) string {
+	if len(after) == 0 {
+		return "not exported"
+	}
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	over := func(d float64) float64 { // runs that waited more than about d seconds
+		best := math.Inf(1)
+		for ub := range after {
+			if ub >= d && ub < best {
+				best = ub
+			}
+		}
+		return total - (after[best] - before[best])
+	}
+	return fmt.Sprintf("%.0f runs, %.0f over 1 ms, %.0f over 10 ms, %.0f over 100 ms", total, over(0.001), over(0.01), over(0.1))
 }
 
 // raiseNoFile lifts the soft open-file limit to the hard one; the daemon
