@@ -49,11 +49,14 @@ func TestChaos(t *testing.T) {
 		proxies, _ = strconv.Atoi(s)
 	}
 	bin := buildDaemon(t)
+	cpu0 := cpuSeconds(0)
 	f := startFleet(t, []string{bin, bin, bin}, proxies, deadline)
 	profiled := f.profileStart()
 	rs := f.rs
 	f.mint(0)
+	cpu := append([]float64{cpu0}, f.cpuNow()[1:]...) // the replicas: since their start
 	f.converge("start", time.Now())
+	t.Logf("start: %s", f.cpuSince(cpu, f.rows[0].took))
 	profiled()
 	f.base = f.rows[0].use
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -77,4 +78,52 @@ func (f *fleet) pprof(r *replica, what, file string) {
 	if err != nil {
 		f.t.Logf("profile %s of %s: %v", what, r.name, err)
 	}
+}
+
+// cpuSeconds is the CPU time (user + system) process pid has used so far
+// (0 if unread); pid 0 is this test process, which runs every proxy.
+func cpuSeconds(pid int) float64 {
+	path := "/proc/self/stat"
+	if pid > 0 {
+		path = fmt.Sprintf("/proc/%d/stat", pid)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces), from field 3:
+	// utime and stime are fields 14 and 15, in clock ticks (100 a second
+	// on Linux).
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100
+}
+
+// cpuSince is what the test process and each replica used since the
+// readings in before (cpuNow), as one line for the log.
+func (f *fleet) cpuSince(before []float64, wall time.Duration) string {
+	now := f.cpuNow()
+	var b strings.Builder
+	fmt.Fprintf(&b, "over %v: CPU s test process (the proxies) %.1f", wall.Round(100*time.Millisecond), now[0]-before[0])
+	for i, r := range f.rs {
+		fmt.Fprintf(&b, ", %s %.1f", r.name, now[i+1]-before[i+1])
+	}
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "; load average %s", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
+	return b.String()
+}
+
+// cpuNow reads the test process's and every replica's CPU seconds.
+func (f *fleet) cpuNow() []float64 {
+	out := []float64{cpuSeconds(0)}
+	for _, r := range f.rs {
+		out = append(out, cpuSeconds(r.pid()))
+	}
+	return out
 }
