@@ -39,7 +39,7 @@ const (
 
 // degraded reports whether a member died recently enough that memberlist
 // still gossips to it (see above).
-func (t *Table) degraded() bool { return time.Now().UnixNano() < t.deadUntil.Load() }
+func (t *Table) degraded() bool { return int64(time.Since(t.epoch)) < t.deadUntil.Load() }
 
 // syncSoon wakes the burst sync.
 func (t *Table) syncSoon() {

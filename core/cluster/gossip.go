@@ -268,7 +268,7 @@ func (e events) NotifyLeave(n *memberlist.Node) {
 	// Until memberlist stops gossiping to it, changes are also synced
 	// with the live members (burst.go); the first sync carries what
 	// went to it while it was suspect.
-	e.t.deadUntil.Store(time.Now().Add(e.t.toDead).UnixNano())
+	e.t.deadUntil.Store(int64(time.Since(e.t.epoch) + e.t.toDead))
 	e.t.syncSoon()
 	e.kick()
 }

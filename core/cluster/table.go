@@ -96,9 +96,11 @@ type Table struct {
 	queued uint64
 	burst  chan struct{}
 	// deadUntil is when memberlist stops gossiping to the last member
-	// that died (Unix nanoseconds); until then every change is synced
-	// with the live members too (burst.go).
+	// that died (monotonic: nanoseconds since epoch, the table's start,
+	// so a jump of the wall clock neither stretches nor ends it); until
+	// then every change is synced with the live members too (burst.go).
 	deadUntil atomic.Int64
+	epoch     time.Time
 	toDead    time.Duration
 	// dirty are the keys changed here since the last direct send, peers
 	// each member's direct sends (under mu; direct.go).
@@ -143,7 +145,7 @@ func New(o Options) (*Table, error) {
 		seenAt: map[string]time.Time{}, failed: map[string]failedMember{}, members: map[string]memberlist.Node{},
 		dirty: map[string]struct{}{}, peers: map[string]*peerSends{}, direct: make(chan struct{}, 1),
 		shareKick: make(chan struct{}, 1),
-		kick:      make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{})}
+		kick:      make(chan struct{}, 1), burst: make(chan struct{}, 1), stop: make(chan struct{}), epoch: time.Now()}
 	t.wake = sync.NewCond(&t.mu)
 	if o.Bind != "" {
 		if err := t.startGossip(); err != nil {
