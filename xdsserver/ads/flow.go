@@ -22,7 +22,9 @@ import (
 //     stream holds at most one response's bytes (often shared buffers).
 //   - The send slots (MaxConcurrentSends, which bound what a connect storm
 //     holds) are lent, not given: a send that has not finished within
-//     SlowSend gives its slot back and goes on waiting without one.
+//     SlowSend gives its slot back and goes on waiting without one, and
+//     while other sends wait for a slot, within a tenth of that
+//     (slotLease).
 //   - A send that makes no progress for SendTimeout (gRPC accepts a new
 //     response only once the previous one has drained) ends the stream
 //     with reason send_timeout; the proxy reconnects and gets its state
@@ -48,7 +50,8 @@ func errSendTimeout(d time.Duration) error {
 }
 
 // write sends m on the stream: on a goroutine of the send's own,
-// holding a send slot for at most SlowSend, giving up after SendTimeout.
+// holding a send slot for at most SlowSend (less when sends wait for a
+// slot: see slotLease), giving up after SendTimeout.
 func (c *conn) write(m *wire.Msg) error {
 	s := c.s
 	// A stream whose last send outlived SlowSend sends without a slot
@@ -58,8 +61,15 @@ func (c *conn) write(m *wire.Msg) error {
 	if held {
 		select {
 		case s.sendSem <- struct{}{}:
-		case <-c.ctx.Done():
-			return context.Cause(c.ctx)
+		default:
+			s.slotWaiters.Add(1)
+			select {
+			case s.sendSem <- struct{}{}:
+				s.slotWaiters.Add(-1)
+			case <-c.ctx.Done():
+				s.slotWaiters.Add(-1)
+				return context.Cause(c.ctx)
+			}
 		}
 	}
 	defer func() {
@@ -78,13 +88,23 @@ func (c *conn) write(m *wire.Msg) error {
 	// the stream, whose end makes the send return (sent has room for
 	// that last result).
 	go func(sent chan<- error, send func(*wire.Msg) error) { sent <- send(m) }(c.sent, c.v.send)
-	c.timer.Reset(s.slowSend)
-	select {
-	case err := <-c.sent:
-		c.timer.Stop()
-		c.slow = false
-		return err
-	case <-c.timer.C:
+	lease := slotLease(s.slowSend)
+	for waited := time.Duration(0); waited < s.slowSend; waited += lease {
+		c.timer.Reset(min(lease, s.slowSend-waited))
+		select {
+		case err := <-c.sent:
+			c.timer.Stop()
+			c.slow = false
+			return err
+		case <-c.timer.C:
+		}
+		if held && s.slotWaiters.Load() > 0 {
+			// Another send waits for a slot: this one, unfinished after
+			// a lease, is waiting on its proxy's flow control (or a CPU),
+			// not writing; it goes on without its slot.
+			<-s.sendSem
+			held = false
+		}
 	}
 	// Slow: give the slot back and wait on without one.
 	if held {
@@ -105,6 +125,16 @@ func (c *conn) write(m *wire.Msg) error {
 		s.metrics.sendTimeouts.Inc()
 		return errSendTimeout(s.sendTimeout)
 	}
+}
+
+// slotLease is how long a send keeps its slot while other sends wait
+// for one: a tenth of SlowSend. Slots bound the sends that are writing;
+// a send unfinished after a lease waits on flow control, and kept its
+// slot for the whole SlowSend before (issue #30: 100 streams that never
+// read took the 64 slots with their first responses, and the next push
+// to a reading proxy waited a whole second for one).
+func slotLease(slowSend time.Duration) time.Duration {
+	return max(slowSend/10, time.Millisecond)
 }
 
 // stopSender stops the send timer; a send still under way returns once

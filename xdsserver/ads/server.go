@@ -91,6 +91,8 @@ type Server struct {
 	types   map[string]*xdstype.Type
 	order   []*xdstype.Type // push order
 	sendSem chan struct{}
+	// slotWaiters counts the sends waiting for a send slot (flow.go).
+	slotWaiters atomic.Int64
 	// sendTimeout and slowSend: see Options and flow.go.
 	sendTimeout, slowSend time.Duration
 	caps                  streamCaps
