@@ -32,6 +32,8 @@ import (
 // new service <= 3 s. BAREMESH_SCALE_BIN runs a prebuilt baremeshd
 // instead of building this tree's; BAREMESH_SCALE_INPROC=1 runs it in
 // this process, for -cpuprofile (RSS and CPU then include the client).
+// BAREMESH_SCALE_SETTLE (a duration, say 130s) also logs the RSS after
+// that long without changes.
 func BenchmarkScale(b *testing.B) {
 	for _, mode := range []Mode{SotW, Delta} {
 		b.Run(string(mode), func(b *testing.B) {
@@ -181,8 +183,18 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	if tot := f.Totals(); tot.Nacks != 0 || tot.Reconnects != 0 {
 		b.Logf("%s: %d NACKs, %d reconnects", mode, tot.Nacks, tot.Reconnects)
 	}
+	if settle, err := time.ParseDuration(os.Getenv("BAREMESH_SCALE_SETTLE")); err == nil && settle > 0 {
+		// Steady state: nothing changes for settle (past the runtime's
+		// forced GC every 2 minutes and its scavenger's pace, the RSS
+		// is what the proxies and config hold).
+		time.Sleep(settle) // the quiet period measured, not a wait for a condition
+		b.Logf("%s: after %v without changes: RSS %.0f MB (%.0f MB anonymous, %.0f MB of files)",
+			mode, settle, d.status("VmRSS"), d.status("RssAnon"), d.status("RssFile"))
+		logMemStats(b, d, "settled")
+	}
 	peak := d.status("VmHWM")
-	b.Logf("%s: baremeshd RSS idle %.0f MB, with %d proxies %.0f MB, peak %.0f MB", mode, idleRSS, proxies, rss, peak)
+	b.Logf("%s: baremeshd RSS idle %.0f MB, with %d proxies %.0f MB, peak %.0f MB; now %.0f MB anonymous, %.0f MB of files (the binary's pages)",
+		mode, idleRSS, proxies, rss, peak, d.status("RssAnon"), d.status("RssFile"))
 
 	add(rss, "rss-MB")
 	add(peak, "peak-rss-MB")
