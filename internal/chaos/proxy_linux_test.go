@@ -59,7 +59,7 @@ func (p *proxy) key() string { return "default/vm-" + p.ip }
 func (p *proxy) run(ctx context.Context, rs []*replica, l *lan, creds credentials.TransportCredentials) {
 	md, _ := structpb.NewStruct(map[string]any{"AUTO_REGISTER_GROUP": "vm"})
 	node := &corev3.Node{Id: fmt.Sprintf("sidecar~%s~vm-%d.default~default.svc.cluster.local", p.ip, p.i), Metadata: md}
-	dial := grpc.WithContextDialer(func(_ context.Context, addr string) (net.Conn, error) { return l.hub.Dial("tcp", addr) })
+	dial := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return l.dial(ctx, "tcp", addr) })
 	for k := p.i % len(rs); ctx.Err() == nil; {
 		sctx, cancel := context.WithCancel(ctx)
 		p.cancel.Store(&cancel)
