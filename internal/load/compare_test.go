@@ -61,7 +61,7 @@ func compareTable(theirs, ours *sideFigures) string {
 }
 
 // inventory is one proxy's resources of one type: their encoded sizes
-// by name, and each one's bytes under each field path (down to a few
+// by name, and each one's bytes under each field path (down to ten
 // levels, through Any).
 type inventory struct {
 	sizes map[string]int
@@ -81,7 +81,7 @@ func takeInventory(v View) [numTypes]inventory {
 			}
 			inv.sizes[n] = len(wire)
 			inv.paths[n] = map[string]int{}
-			walk(wire, r.Msg.ProtoReflect().Descriptor(), "", 4, inv.paths[n])
+			walk(wire, r.Msg.ProtoReflect().Descriptor(), "", 10, inv.paths[n])
 		}
 		out[t] = inv
 	}
@@ -195,6 +195,24 @@ func compareInventories(theirs, ours [numTypes]inventory) string {
 				ds = append(ds, delta{p, tp[p], op[p], max(d, -d)})
 			}
 		}
+		// A path whose difference is (nearly: the length prefixes of the
+		// nested messages differ too) all in one of its fields says
+		// nothing that field does not: keep the deepest.
+		byPath := map[string]int{}
+		for _, d := range ds {
+			byPath[d.path] = d.o - d.t
+		}
+		ds = slices.DeleteFunc(ds, func(d delta) bool {
+			for p, v := range byPath {
+				if p == d.path || !(strings.HasPrefix(p, d.path+".") || strings.HasPrefix(p, d.path+"(")) || (v > 0) != (d.o > d.t) {
+					continue
+				}
+				if rest := d.absDif - max(v, -v); rest >= 0 && rest <= max(8, d.absDif/10) {
+					return true
+				}
+			}
+			return false
+		})
 		slices.SortFunc(ds, func(a, c delta) int {
 			return cmp.Or(cmp.Compare(c.absDif, a.absDif), strings.Compare(a.path, c.path))
 		})
