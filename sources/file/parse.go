@@ -45,7 +45,11 @@ func ParseLimits(data []byte, path, source string, lim Limits) ([]config.Config,
 	if e := checkUTF8(data, path); e != nil {
 		return nil, []*config.DocError{e}
 	}
-	p := &parser{path: path, source: source, lim: lim.WithDefaults(), seen: map[config.Key]int{}}
+	lim = lim.WithDefaults()
+	if cfgs, ok := parseFast(data, path, source, lim); ok {
+		return cfgs, nil
+	}
+	p := &parser{path: path, source: source, lim: lim, seen: map[config.Key]int{}}
 	p.aliasBudget = p.lim.MaxNodes
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	start := 1
@@ -81,6 +85,34 @@ func ParseLimits(data []byte, path, source string, lim Limits) ([]config.Config,
 		p.errs = append(p.errs, &config.DocError{File: path, Err: fmt.Errorf("%w: %d more problems not shown", config.ErrParse, p.dropped)})
 	}
 	return p.out, p.errs
+}
+
+// parseFast is ParseLimits for a file of plain YAML (fastDocs) whose
+// every resource is good. Anything else (other YAML, any problem) gives
+// ok false, and yaml.v3's path reads the file and words its problems.
+func parseFast(data []byte, path, source string, lim Limits) (cfgs []config.Config, ok bool) {
+	docs, ok := fastDocs(data, lim)
+	if !ok {
+		return nil, false
+	}
+	var seen map[config.Key]bool
+	for _, d := range docs {
+		c, err := config.TypedJSON(d.json, config.Source{Name: source, File: path, Line: d.line})
+		if err != nil {
+			return nil, false
+		}
+		if len(docs) > 1 {
+			if seen == nil {
+				seen = make(map[config.Key]bool, len(docs))
+			}
+			if seen[c.Key()] {
+				return nil, false
+			}
+			seen[c.Key()] = true
+		}
+		cfgs = append(cfgs, c)
+	}
+	return cfgs, true
 }
 
 type parser struct {
