@@ -119,8 +119,11 @@ type Controller struct {
 	// per proxy).
 	saveTimer *time.Timer
 	// saveFails counts the failed writes since the last good one (the
-	// retry's backoff).
+	// retry's backoff); lastSave is how long the last write took.
 	saveFails int
+	lastSave  time.Duration
+	// saveMu orders the state writes (state.go: saveNow).
+	saveMu sync.Mutex
 }
 
 // saveDelay coalesces state writes.
@@ -327,16 +330,7 @@ func (c *Controller) Resync() {
 
 // Stop stops following the table and writes the pending state (entries
 // stay persisted for the next start). The table is the caller's to stop.
-func (c *Controller) Stop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stopped = true
-	if c.saveTimer != nil {
-		c.saveTimer.Stop()
-		c.saveTimer = nil
-		c.saveLocked()
-	}
-}
+func (c *Controller) Stop() { c.saveNow(true) }
 
 // applyLocked writes the named entries (rebuilt from their groups) and
 // deletes dels, then persists; c.mu is held.
@@ -377,7 +371,7 @@ func (c *Controller) applyLocked(ups, dels []string) {
 // coalesced); c.mu is held. A failed write is retried (state.go).
 func (c *Controller) scheduleSaveLocked() {
 	if c.o.StateFile != "" && c.saveTimer == nil && !c.stopped {
-		c.saveTimer = time.AfterFunc(saveDelay, c.savePending)
+		c.saveTimer = time.AfterFunc(c.saveAfterLocked(), c.savePending)
 	}
 }
 
