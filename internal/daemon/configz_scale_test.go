@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -26,7 +27,8 @@ import (
 // It logs the time and the CPU (user+system, of the whole process: the
 // daemon is in it) from start to ready, each page's time and CPU, and
 // the process's largest RSS while ?all=1 streams. With
-// BAREMESH_CONFIGZ_PROFILE=path it writes a CPU profile of the start.
+// BAREMESH_CONFIGZ_PROFILE=path it writes a CPU profile of the start,
+// with BAREMESH_CONFIGZ_HEAPPROFILE=path a heap profile at ready.
 func TestConfigzPageScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("BAREMESH_CONFIGZ_FILES"))
 	if n == 0 {
@@ -59,6 +61,18 @@ func TestConfigzPageScale(t *testing.T) {
 	testkit.EventuallyWithin(t, 10*time.Minute, "readyz", func() bool { code, _ := get(t, "http://"+d.HTTPAddr()+"/readyz"); return code == 200 })
 	pprof.StopCPUProfile()
 	t.Logf("%d files: ready in %v, %v CPU (user+system)", n, time.Since(start).Round(time.Millisecond), (cpuTime() - cpu0).Round(time.Millisecond))
+	if p := os.Getenv("BAREMESH_CONFIGZ_HEAPPROFILE"); p != "" {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		t.Logf("heap in use at ready: %d MB", ms.HeapInuse>>20)
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = pprof.WriteHeapProfile(f)
+		f.Close()
+	}
 	for _, q := range []string{"", "?offset=50000", "?kind=ServiceEntry&namespace=ns3", "?source=" + filepath.Join(dir, "f0001")} {
 		start, cpu0 := time.Now(), cpuTime()
 		code, body := get(t, "http://"+d.HTTPAddr()+"/debug/configz"+q)
