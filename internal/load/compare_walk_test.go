@@ -12,7 +12,7 @@ import (
 )
 
 // TestCompareInventoriesNamesTheField checks the per-type comparison of
-// BenchmarkScaleIstiod: a cluster that differs by its TLS context's SNI
+// BenchmarkIstiodSideBySide: a cluster that differs by its TLS context's SNI
 // is reported at that field (through the Any), not only at its parents,
 // and a cluster only one side sends is named.
 func TestCompareInventoriesNamesTheField(t *testing.T) {

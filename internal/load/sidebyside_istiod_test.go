@@ -14,7 +14,7 @@ import (
 	"github.com/baremesh/baremesh/internal/istiodtest"
 )
 
-// BenchmarkScaleIstiod is issue #30's side-by-side run: the mesh of
+// BenchmarkIstiodSideBySide is issue #30's side-by-side run: the mesh of
 // BenchmarkScale (1,000 ServiceEntries, a STRICT PeerAuthentication, an
 // AuthorizationPolicy) and BAREMESH_ISTIOD_PROXIES (default 1,000)
 // simulated istio-proxy sidecars, against baremeshd (its own process,
@@ -36,7 +36,7 @@ import (
 // second on 2 cores and refuses the rest, which then reconnect with
 // backoff, so its configure-all time is mostly that limit). Skipped when
 // istio-bins or kube-assets are missing.
-func BenchmarkScaleIstiod(b *testing.B) {
+func BenchmarkIstiodSideBySide(b *testing.B) {
 	if _, _, _, missing := istiodtest.Binaries(); missing != "" {
 		b.Skipf("skipping: istiod needs %s", missing)
 	}
