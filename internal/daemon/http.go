@@ -39,7 +39,7 @@ func (d *Daemon) httpHandler() http.Handler {
 			http.Error(w, "not ready: first snapshot not built yet", http.StatusServiceUnavailable)
 		}
 	})
-	mux.Handle("/metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(d.reg.Gatherer(), promhttp.HandlerOpts{}))
 	// /version answers {"version": "x.y.z"}, which baremesh-agent's
 	// controlPlane.versionURL reads to check version skew.
 	mux.HandleFunc("/version", func(w http.ResponseWriter, _ *http.Request) {
