@@ -101,18 +101,13 @@ func TestChaos(t *testing.T) {
 	f.spread()
 	f.mint(0)
 	failed0 := rs[1].metric(saveFailures)
-	fill := filepath.Join(rs[1].state, "fill")
-	if out, err := exec.Command("dd", "if=/dev/zero", "of="+fill, "bs=1M").CombinedOutput(); err == nil || !strings.Contains(string(out), "No space left") {
-		t.Fatalf("filling %s: %v: %s", rs[1].state, err, out)
-	}
+	free := fillState(f, rs[1])
 	v := f.busiest(rs[0], rs[2])
 	v.kill()
 	v.start(t)
 	v.waitReady(t)
-	testkit.EventuallyWithin(t, time.Minute, "cp-b to fail a state write", func() bool { return rs[1].metric(saveFailures) > failed0 })
-	if err := os.Remove(fill); err != nil {
-		t.Fatal(err)
-	}
+	failedSave(f, rs[1], failed0)
+	free()
 	f.converge(fmt.Sprintf("cp-b's state disk full (%s kill -9), freed", v.name), time.Now())
 	testkit.EventuallyWithin(t, time.Minute, "cp-b's state file to hold every registration again", func() bool {
 		return savedRecords(rs[1].state) == proxies

@@ -68,10 +68,10 @@ func (f *fleet) diskFullDuringPartition() {
 	f.spread()
 	failed0 := rs[1].metric(saveFailures)
 	free := fillState(f, rs[1])
+	partition(f.t, rs[2], rs[:2], true)
+	failedSave(f, rs[1], failed0)
 	f.mintRefused(1)
 	f.mint(0)
-	partition(f.t, rs[2], rs[:2], true)
-	testkit.EventuallyWithin(f.t, time.Minute, "cp-b to fail a state write", func() bool { return rs[1].metric(saveFailures) > failed0 })
 	cut := time.Now()
 	testkit.EventuallyWithin(f.t, time.Minute, "past the grace period", func() bool { return time.Since(cut) > 12*time.Second })
 	partition(f.t, rs[2], rs[:2], false)
@@ -102,9 +102,8 @@ func (f *fleet) restartAllDiskFull() {
 	rs[2].waitReady(f.t)
 	if rs[1].running() {
 		rs[1].waitReady(f.t)
+		failedSave(f, rs[1], 0) // a new process: its count starts at 0
 		f.mintRefused(1)
-		failed0 := rs[1].metric(saveFailures)
-		testkit.EventuallyWithin(f.t, time.Minute, "cp-b to fail a state write", func() bool { return rs[1].metric(saveFailures) > failed0 })
 	} else {
 		f.t.Logf("cp-b exited on a full disk:\n%s", rs[1].tail())
 	}
@@ -129,6 +128,42 @@ func fillState(f *fleet, r *replica) (free func()) {
 			f.t.Fatal(err)
 		}
 	}
+}
+
+// topUp takes again whatever space r's state tmpfs has regained (the
+// fill file grows until ENOSPC). A state write in flight when the disk
+// filled renames over the old file and frees it: with 5,000
+// registrations (a 10 MB file rewritten every few hundred ms) the next
+// write then fit in the old one's place, and so on, and the replica never
+// failed a save (the full run stopped waiting for it).
+func topUp(f *fleet, r *replica) {
+	fh, err := os.OpenFile(filepath.Join(r.state, "fill"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		f.t.Fatalf("topping up %s: %v", r.state, err)
+	}
+	defer fh.Close()
+	buf := make([]byte, 64<<10)
+	for n := len(buf); n > 0; n /= 4 { // then smaller pieces, to the last block
+		for {
+			if _, err := fh.Write(buf[:n]); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					f.t.Fatalf("topping up %s: %v", r.state, err)
+				}
+				break
+			}
+		}
+	}
+}
+
+// failedSave waits until r has failed a state write since it read
+// failed0, topping its full disk up meanwhile (topUp).
+func failedSave(f *fleet, r *replica, failed0 float64) {
+	f.t.Helper()
+	testkit.EventuallyWithin(f.t, time.Minute, r.name+" to fail a state write", func() bool {
+		topUp(f, r)
+		return r.metric(saveFailures) > failed0
+	})
+	topUp(f, r)
 }
 
 // mintRefused mints a token on replica i, whose state disk is full: it
