@@ -4,8 +4,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	meshconfig "istio.io/api/mesh/v1alpha1"
 
-	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -51,27 +52,62 @@ var istioCiphers = []string{
 
 // inboundTLS is the DownstreamTlsContext of Istio's inbound mTLS: the
 // workload certificate ("default") and the mesh root ("ROOTCA") from the
-// workload's SDS, a client certificate required.
-func inboundTLS(p *model.Proxy, http bool) *corev3.TransportSocket {
+// workload's SDS, a client certificate required, and that certificate's
+// SPIFFE ID in one of the mesh's trust domains (meshTrustDomainSANs);
+// the mesh's meshMTLS cipher suites and minimum version, as istiod's
+// BuildInboundTLS.
+func inboundTLS(v *scope.View, http bool) *corev3.TransportSocket {
 	alpn := []string{"h2", "http/1.1"}
 	if !http {
 		alpn = []string{"istio-peer-exchange", "h2", "http/1.1"}
 	}
-	sds := gen.WorkloadSDS(p)
+	mesh := v.Push.Mesh
+	ciphers, minVersion := istioCiphers, tlsv3.TlsParameters_TLSv1_2
+	if cs := mesh.GetMeshMTLS().GetCipherSuites(); cs != nil {
+		ciphers = cs
+	}
+	if mesh.GetMeshMTLS().GetMinProtocolVersion() == meshconfig.MeshConfig_TLSConfig_TLSV1_3 {
+		minVersion = tlsv3.TlsParameters_TLSv1_3
+	}
+	sds := gen.WorkloadSDS(v.Proxy)
 	ctx := &tlsv3.DownstreamTlsContext{
 		RequireClientCertificate: gen.Bool(true),
 		CommonTlsContext: &tlsv3.CommonTlsContext{
 			AlpnProtocols: alpn,
-			TlsParams: &tlsv3.TlsParameters{CipherSuites: istioCiphers,
-				TlsMinimumProtocolVersion: tlsv3.TlsParameters_TLSv1_2, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3},
+			TlsParams: &tlsv3.TlsParameters{CipherSuites: ciphers,
+				TlsMinimumProtocolVersion: minVersion, TlsMaximumProtocolVersion: tlsv3.TlsParameters_TLSv1_3},
 			TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}},
 			ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
+				DefaultValidationContext:         &tlsv3.CertificateValidationContext{MatchTypedSubjectAltNames: meshTrustDomainSANs(mesh)},
 				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: gen.SDSRootCA, SdsConfig: sds},
 			}},
 		},
 	}
 	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
+}
+
+// meshTrustDomainSANs are the SAN matchers an inbound mTLS connection's
+// client certificate must meet, as istiod's TrustDomainsForValidation:
+// a URI SAN "spiffe://TD/..." for the mesh's trustDomain, its
+// trustDomainAliases, and the trust domains of its caCertificates (a
+// root added there vouches only for those). Without them the sidecar
+// would take a certificate of any trust domain a trusted root signed.
+func meshTrustDomainSANs(mesh *meshconfig.MeshConfig) []*tlsv3.SubjectAltNameMatcher {
+	tds := append([]string{mesh.GetTrustDomain()}, mesh.GetTrustDomainAliases()...)
+	for _, c := range mesh.GetCaCertificates() {
+		tds = append(tds, c.GetTrustDomains()...)
+	}
+	var out []*tlsv3.SubjectAltNameMatcher
+	seen := map[string]bool{}
+	for _, td := range tds {
+		if td == "" || seen[td] {
+			continue
+		}
+		seen[td] = true
+		out = append(out, &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_URI,
+			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "spiffe://" + td + "/"}}})
+	}
+	return out
 }
 
 // inboundFilterChains builds the chains of one inbound HTTP or TCP port
@@ -87,7 +123,7 @@ func inboundFilterChains(v *scope.View, name string, port uint32, mode scope.MTL
 			Filters: filters(),
 		}
 		if c.tls {
-			fc.TransportSocket = inboundTLS(v.Proxy, http)
+			fc.TransportSocket = inboundTLS(v, http)
 		}
 		out = append(out, fc)
 	}

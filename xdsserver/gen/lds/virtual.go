@@ -141,7 +141,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 					fc.Filters = tcpFilters()
 				}
 				if m.tls {
-					fc.TransportSocket = inboundTLS(v.Proxy, m.http)
+					fc.TransportSocket = inboundTLS(v, m.http)
 				}
 				l.FilterChains = append(l.FilterChains, fc)
 			}
@@ -205,7 +205,7 @@ func (c *passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv
 			fc.Name, fc.Filters = gen.VirtualInboundListener, c.tcp
 		}
 		if m.tls {
-			fc.TransportSocket = inboundTLS(c.v.Proxy, m.http)
+			fc.TransportSocket = inboundTLS(c.v, m.http)
 		}
 		out = append(out, fc)
 	}
