@@ -51,6 +51,12 @@
 //     Envoy evaluates both alike (AND and OR do not depend on order), and
 //     istiod wraps every rule part where our generator writes the part
 //     itself.
+//  5. A certificate validation context's deprecated match_subject_alt_names
+//     (istiod's form) becomes match_typed_subject_alt_names (ours): a
+//     "spiffe://" value a URI SAN, any other a DNS SAN (the typed form is
+//     at least as strict). Then a context whose matchers one side lacks is
+//     reported (a catalog entry that took either field as deliberate hid
+//     inbound mTLS without istiod's trust-domain check until it went).
 //
 // Nothing else is removed: any other difference is reported.
 //

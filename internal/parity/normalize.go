@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -80,7 +81,7 @@ func (n *Normalizer) Tree(m proto.Message) (Tree, error) {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("json: %w", err)
 	}
-	return unwrapSingles(t), nil
+	return typedSANs(unwrapSingles(t)), nil
 }
 
 // canonical is t's JSON encoding (map keys sorted), an order for set
@@ -130,6 +131,48 @@ func unwrapSingles(t any) any {
 	case []any:
 		for i, c := range v {
 			v[i] = unwrapSingles(c)
+		}
+		return v
+	}
+	return t
+}
+
+// typedSANs rewrites the deprecated match_subject_alt_names of a
+// certificate validation context (istiod's form) into
+// match_typed_subject_alt_names, the form we write: a "spiffe://" value
+// as a URI SAN, any other as a DNS SAN. The deprecated field matches a
+// value against every SAN type; the typed one only against URI (where
+// SPIFFE IDs live) or DNS names, so it is at least as strict. After it,
+// a context whose matchers one side lacks is a difference like any
+// other (it was hidden by a catalog entry that took either field).
+func typedSANs(t any) any {
+	switch v := t.(type) {
+	case map[string]any:
+		for k, c := range v {
+			v[k] = typedSANs(c)
+		}
+		old, ok := v["match_subject_alt_names"].([]any)
+		if !ok {
+			return v
+		}
+		typed, _ := v["match_typed_subject_alt_names"].([]any)
+		for _, m := range old {
+			typ := "DNS"
+			if sm, ok := m.(map[string]any); ok {
+				for _, form := range []string{"exact", "prefix"} {
+					if s, ok := sm[form].(string); ok && strings.HasPrefix(s, "spiffe://") {
+						typ = "URI"
+					}
+				}
+			}
+			typed = append(typed, map[string]any{"san_type": typ, "matcher": m})
+		}
+		delete(v, "match_subject_alt_names")
+		v["match_typed_subject_alt_names"] = typed
+		return v
+	case []any:
+		for i, c := range v {
+			v[i] = typedSANs(c)
 		}
 		return v
 	}
