@@ -39,6 +39,10 @@ func TestUpstreamRestartRaisesNothing(t *testing.T) {
 			// nothing before it was delivered.
 			srv.put(seURL, map[string]proto.Message{"test/a": se("a.example.com", 81)})
 			w.waitPort(t, "a", 81)
+			// The store holds the change before the watcher has counted
+			// its event (delivered after the write): wait for the count,
+			// then check that nothing else came first.
+			poll(t, "the real change's event and sink update", 10*time.Second, func() bool { ev, up := w.counts(); return ev > ev0 && up > up0 })
 			ev, up := w.counts()
 			t.Logf("upstream restart: %d store events, %d sink updates (then 1 real change: the last of them)", ev-ev0-1, up-up0-1)
 			if ev-ev0 != 1 || up-up0 != 1 {
