@@ -1,14 +1,14 @@
 package identity
 
 import (
-	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baremesh/baremesh/core/testkit"
 )
 
 // TestTokenOnAFullDisk (issue #32): a token minted, spent or merged from
@@ -19,14 +19,7 @@ import (
 // is freed the same calls work and keep everything. The file system is a
 // real tmpfs (root only).
 func TestTokenOnAFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	dir := testkit.Tmpfs(t, "64k")
 	s := &TokenStore{Dir: filepath.Join(dir, "tokens")}
 	spec := TokenSpec{Namespace: "default", ServiceAccount: "vm", TTL: time.Hour}
 	tok, kept, err := s.Create(spec)
@@ -41,7 +34,7 @@ func TestTokenOnAFullDisk(t *testing.T) {
 	}
 
 	filler := filepath.Join(dir, "filler")
-	fillDisk(t, filler)
+	testkit.FillDisk(t, filler)
 	full := func(what string, err error) {
 		t.Helper()
 		if !errors.Is(err, ErrTokenStore) || !errors.Is(err, syscall.ENOSPC) {
@@ -76,24 +69,5 @@ func TestTokenOnAFullDisk(t *testing.T) {
 	list, err := s.List()
 	if err != nil || len(list) != 3 {
 		t.Fatalf("tokens after freeing: %+v, %v; want 3", list, err)
-	}
-}
-
-// fillDisk writes path until its file system is full.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := bytes.Repeat([]byte{'x'}, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
 	}
 }

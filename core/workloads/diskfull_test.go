@@ -2,12 +2,9 @@ package workloads
 
 import (
 	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,46 +14,12 @@ import (
 	"github.com/baremesh/baremesh/core/testkit"
 )
 
-// tmpfs mounts a small tmpfs (a real file system that fills up) on a new
-// directory for the test, or skips when it cannot (not root).
-func tmpfs(t *testing.T, size string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
-	return dir
-}
-
-// fill writes path until the file system is full.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := bytes.Repeat([]byte{'x'}, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-}
-
 // TestStateSavedAfterDiskFull (issue #32 item 3): the state directory's
 // file system fills up. A registration made then cannot be saved: the
 // failure is counted, no temporary file is left behind, and once space is
 // freed the state is saved without waiting for another change.
 func TestStateSavedAfterDiskFull(t *testing.T) {
-	dir := tmpfs(t, "256k")
+	dir := testkit.Tmpfs(t, "256k")
 	f := &fixture{t: t, state: filepath.Join(dir, "workloads", "entries.json")}
 	g := newFixture(t, time.Minute, false)
 	f.agg, f.files, f.own = g.agg, g.files, g.own
@@ -74,7 +37,7 @@ func TestStateSavedAfterDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	testkit.FillDisk(t, filler)
 	if err := c.Connect(proxy("ns", "reviews", "10.0.0.1", "rev")); err != nil {
 		t.Fatal(err)
 	}
