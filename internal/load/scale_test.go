@@ -33,7 +33,10 @@ import (
 // instead of building this tree's; BAREMESH_SCALE_INPROC=1 runs it in
 // this process, for -cpuprofile (RSS and CPU then include the client).
 // BAREMESH_SCALE_SETTLE (a duration, say 130s) also logs the RSS after
-// that long without changes.
+// that long without changes. BAREMESH_SCALE_STREAMS_PER_CONN (default
+// 100) is how many proxies share a gRPC connection; 1 is a fleet of real
+// Envoys, each with its own connection (and so its own HTTP/2 writer in
+// the daemon).
 func BenchmarkScale(b *testing.B) {
 	for _, mode := range []Mode{SotW, Delta} {
 		b.Run(string(mode), func(b *testing.B) {
@@ -104,7 +107,7 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	cpu0, client0 := d.cpu(), clientCPU()
 
 	endPhase := phaseProfile(b, d, mode, "connect", 10)
-	f, err := Start(ctx, Options{Addr: d.xds, Proxies: proxies, Mode: mode})
+	f, err := Start(ctx, Options{Addr: d.xds, Proxies: proxies, Mode: mode, StreamsPerConn: envInt("BAREMESH_SCALE_STREAMS_PER_CONN", 100)})
 	if err != nil {
 		return nil, err
 	}

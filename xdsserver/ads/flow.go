@@ -16,7 +16,8 @@ import (
 // stops reading must cost the others nothing:
 //
 //   - A stream has at most one response in flight: its loop waits for the
-//     send, and pushes arriving meanwhile merge into one pending request,
+//     send (until gRPC has written the response, not merely queued it),
+//     and pushes arriving meanwhile merge into one pending request,
 //     generated from the newest snapshot once the send is done. gRPC
 //     queues one response beyond the flow-control window, so a stalled
 //     stream holds at most one response's bytes (often shared buffers).
@@ -87,7 +88,23 @@ func (c *conn) write(m *wire.Msg) error {
 	// most one runs per stream: the loop waits for its result, or ends
 	// the stream, whose end makes the send return (sent has room for
 	// that last result).
-	go func(sent chan<- error, send func(*wire.Msg) error) { sent <- send(m) }(c.sent, c.v.send)
+	//
+	// The send is done when gRPC has written m, not when SendMsg has
+	// queued it (wire.Msg.Written): the slot then bounds the connections
+	// being written to, and with them the write buffers in use and the
+	// goroutines a full push makes runnable at once (issue #30).
+	written := m.Written()
+	go func(ctx context.Context, sent chan<- error, send func(*wire.Msg) error) {
+		err := send(m)
+		if err == nil {
+			select {
+			case <-written:
+			case <-ctx.Done():
+				err = context.Cause(ctx)
+			}
+		}
+		sent <- err
+	}(c.ctx, c.sent, c.v.send)
 	lease := slotLease(s.slowSend)
 	for waited := time.Duration(0); waited < s.slowSend; waited += lease {
 		c.timer.Reset(min(lease, s.slowSend-waited))

@@ -15,7 +15,7 @@ import (
 // beneath TLS that make a connect storm cheaper for the server, where a
 // new proxy's whole config (often megabytes) crosses a fresh connection:
 //
-//   - gRPC hands TLS up to its write buffer at a time (256 KB for xDS),
+//   - gRPC hands TLS up to its write buffer at a time (32 KB for xDS),
 //     which crypto/tls cuts into 16 KB records and writes one system
 //     call per record; here the records of one write leave in one
 //     system call, as plaintext gRPC's do.
@@ -136,10 +136,11 @@ func (c *recordConn) flush() error {
 }
 
 // batchSize fits the records of gRPC's largest write here (the xDS
-// server's 256 KB write buffer), smallBatch one record (a small
-// response, an ACK-sized write, a ping); only writes in flight hold one.
+// server's 32 KB write buffer, xdsserver/wire), smallBatch one record (a
+// small response, an ACK-sized write, a ping); only writes in flight
+// hold one, and a larger write gets a batch of its own size.
 const (
-	batchSize  = 256<<10 + 17*recordOverhead
+	batchSize  = 32<<10 + 3*recordOverhead
 	smallBatch = maxRecord + 2*recordOverhead
 )
 
