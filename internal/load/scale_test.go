@@ -150,6 +150,7 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 
 	// A new service.
 	n := svcName(services)
+	first := f.Expect(func(v View) bool { return v.Cluster(cluster80(n)) != nil })
 	w = f.Expect(All(
 		func(v View) bool { return v.Cluster(cluster80(n)) != nil },
 		HasEndpoint(cluster80(n), svcAddrs(services)[0]),
@@ -174,14 +175,15 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	b.Logf("%s: during the full push: /metrics %v; /healthz %v; /metrics from a process of its own %v (with nothing pushed %v); daemon goroutines' wait for a CPU: %s",
 		mode, metricsLat, healthLat, apartLat, idleLat, schedWait(sched0, schedLatencies(d.http)))
 	newSvc := w.Latencies(start).Percentiles()
+	firstHas := minLatency(first.Latencies(start))
 	newSvcCPU := d.cpu() - cpu3
 	sent := f.Totals()
 	var newSvcBytes int64
 	for _, t := range Types {
 		newSvcBytes += sent.Bytes[t] - tot3.Bytes[t]
 	}
-	b.Logf("%s new service: all converged %v; server CPU %.2fs (%.2f ms per proxy), load client CPU %.2fs; %.1f KB per proxy sent",
-		mode, newSvc, newSvcCPU, 1000*newSvcCPU/float64(proxies), clientCPU()-client3, float64(newSvcBytes)/1024/float64(proxies))
+	b.Logf("%s new service: the first proxy has the cluster after %v; all converged %v; server CPU %.2fs (%.2f ms per proxy), load client CPU %.2fs; %.1f KB per proxy sent",
+		mode, firstHas, newSvc, newSvcCPU, 1000*newSvcCPU/float64(proxies), clientCPU()-client3, float64(newSvcBytes)/1024/float64(proxies))
 	endPhase()
 	if tot := f.Totals(); tot.Nacks != 0 || tot.Reconnects != 0 {
 		b.Logf("%s: %d NACKs, %d reconnects", mode, tot.Nacks, tot.Reconnects)
@@ -206,6 +208,7 @@ func runScale(b *testing.B, mode Mode, proxies, services int) (*scaleResult, err
 	add(edit.Max.Seconds(), "edit-acked-s")
 	add(edit.P50.Seconds(), "edit-p50-s")
 	add(newSvc.Max.Seconds(), "newsvc-converged-s")
+	add(firstHas.Seconds(), "newsvc-first-proxy-s")
 	add(cpu1-cpu0, "server-cpu-connect-s")
 	add(1000*newSvcCPU/float64(proxies), "newsvc-cpu-ms/proxy")
 	add(editCPU, "edit-cpu-s")
