@@ -91,8 +91,8 @@ func (c *conn) write(m *wire.Msg) error {
 	//
 	// The send is done when gRPC has written m, not when SendMsg has
 	// queued it (wire.Msg.Written): the slot then bounds the connections
-	// being written to, and with them the write buffers in use and the
-	// goroutines a full push makes runnable at once (issue #30).
+	// being written to, and with them the write buffers in use (issue
+	// #30; README, "Replicas").
 	written := m.Written()
 	go func(ctx context.Context, sent chan<- error, send func(*wire.Msg) error) {
 		err := send(m)

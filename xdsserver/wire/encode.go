@@ -145,7 +145,7 @@ func Joined(res []*Resource) mem.Buffer {
 // copied per proxy.
 type Msg struct {
 	parts mem.BufferSlice
-	size  int // once known: Written's signal is freed once sent
+	size  int // cached: once sent, the parts may have been freed
 }
 
 // Size is the message's length in bytes.
@@ -242,15 +242,16 @@ func GRPCServerOptions() []grpc.ServerOption {
 }
 
 // writeBufferSize is gRPC's own default, 32 KB. A connection holds its
-// buffer for as long as a push's frames are being written to it, so a
-// full push to proxies with a connection each holds one per proxy: with
-// 256 KB (tried for fewer write calls) 2,000 proxies on their own
-// connections held 85 MB more heap after connecting and peaked 86 MB
-// higher, and a replica holding 2,000 proxies with config changing
-// every second had three quarters of its heap in these buffers (issue
-// #30 and #32; BenchmarkScale with BAREMESH_SCALE_STREAMS_PER_CONN=1).
-// The extra write calls cost nothing measurable: TLS writes a record
-// per 16 KB whatever the buffer.
+// buffer for as long as a push's frames are being written to it, and the
+// pool keeps what a burst took, so a full push to proxies with a
+// connection each held one per proxy: with 256 KB (chosen for fewer
+// write calls) 2,000 proxies on their own connections peaked at 452-467
+// MB RSS, with 32 KB and the written send 286-317 MB, and a replica
+// holding 2,000 proxies with config changing every second had three
+// quarters of its heap in these buffers (issues #30 and #32;
+// BenchmarkScale with BAREMESH_SCALE_STREAMS_PER_CONN=1). The extra
+// write calls (the TLS port batches each write's records into one) were
+// within the runs' noise in server CPU per proxy.
 const writeBufferSize = 32 << 10
 
 // requestPool has a tier for every power of two up to 1 MB. gRPC's
