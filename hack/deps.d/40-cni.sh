@@ -4,7 +4,6 @@
 # the go.mod tool requirement) into /var/cache/baremesh-test/cni-bin/VERSION,
 # and a real kube-apiserver + etcd from shared/tools/kube-assets (cached in
 # ~/.cache/kube-assets; the first build takes 5-8 minutes). Idempotent.
-# test-deps: beside the others
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ver=$(go list -m -f '{{.Version}}' github.com/containernetworking/plugins)

@@ -4,7 +4,6 @@
 # CA, VM onboarding and MCP tests (internal/onboard, internal/e2e). Cached in
 # ~/.cache/istio-bins; the first build takes about 10 minutes on 2 cores.
 # Without the tool the tests that need these binaries skip and say why.
-# test-deps: beside the others
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for cand in "${ISTIO_BINS_TOOL:-}" ../shared/tools/istio-bins; do
