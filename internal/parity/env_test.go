@@ -151,6 +151,17 @@ func (i *istiod) apply(t *testing.T, docs []Doc) {
 	for {
 		missing := i.inStore()
 		if missing == "" {
+			// Then the registry: a ServiceEntry istiod drops (one it
+			// finds invalid) never appears there, so this wait is
+			// bounded and only logged.
+			regDeadline := time.Now().Add(10 * time.Second)
+			for r := i.inRegistry(docs); r != ""; r = i.inRegistry(docs) {
+				if time.Now().After(regDeadline) {
+					t.Logf("istiod's registry after 10s: %s (going on)", r)
+					break
+				}
+				time.Sleep(50 * time.Millisecond) // polling istiod's registry, not synchronisation
+			}
 			// The store holds it; the push context a connecting proxy
 			// gets follows with istiod's next full push, which the probe
 			// sees. A push counted before now may have started before
@@ -225,6 +236,59 @@ func (i *istiod) stampCreation(docs []Doc) {
 }
 
 // inStore says what istiod's store lacks or holds too much of, or "".
+// inRegistry says what of docs' ServiceEntry hosts istiod's service
+// registry (/debug/registryz) lacks, or still holds of an earlier
+// scenario's, or "" when it holds exactly these. The config store
+// having an object is not enough: istiod's ServiceEntry controller
+// takes it from the store on a queue of its own and only then asks for
+// the push, and on a busy machine the probe's quiet window could pass in
+// between, so the run read istiod's output from a context with the
+// earlier scenario's services (make test once saw gen/sidecar-http's
+// wildcard 9080 listener that way).
+func (i *istiod) inRegistry(docs []Doc) string {
+	want := map[string]bool{}
+	for _, d := range docs {
+		if d.Kind != "ServiceEntry" {
+			continue
+		}
+		spec, _ := d.Object["spec"].(map[string]any)
+		hosts, _ := spec["hosts"].([]any)
+		for _, h := range hosts {
+			if h, ok := h.(string); ok {
+				want[h] = true
+			}
+		}
+	}
+	resp, err := http.Get("http://" + i.httpAddr + "/debug/registryz")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var list []struct {
+		Hostname   string `json:"hostname"`
+		Attributes struct {
+			ServiceRegistry string `json:"ServiceRegistry"`
+		} `json:"Attributes"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return "registryz: " + err.Error()
+	}
+	have := map[string]bool{}
+	for _, svc := range list {
+		have[svc.Hostname] = true
+		if svc.Attributes.ServiceRegistry == "External" && !want[svc.Hostname] {
+			return "registry still has " + svc.Hostname
+		}
+	}
+	for h := range want {
+		if !have[h] {
+			return "registry lacks " + h
+		}
+	}
+	return ""
+}
+
 func (i *istiod) inStore() string {
 	resp, err := http.Get("http://" + i.httpAddr + "/debug/configz")
 	if err != nil {
