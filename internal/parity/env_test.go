@@ -259,20 +259,14 @@ func (i *istiod) inRegistry(docs []Doc) string {
 			}
 		}
 	}
-	resp, err := http.Get("http://" + i.httpAddr + "/debug/registryz")
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var list []struct {
 		Hostname   string `json:"hostname"`
 		Attributes struct {
 			ServiceRegistry string `json:"ServiceRegistry"`
 		} `json:"Attributes"`
 	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return "registryz: " + err.Error()
+	if err := i.debugJSON("registryz", &list); err != nil {
+		return err.Error()
 	}
 	have := map[string]bool{}
 	for _, svc := range list {
@@ -289,21 +283,29 @@ func (i *istiod) inRegistry(docs []Doc) string {
 	return ""
 }
 
-func (i *istiod) inStore() string {
-	resp, err := http.Get("http://" + i.httpAddr + "/debug/configz")
+// debugJSON reads istiod's /debug/NAME into v.
+func (i *istiod) debugJSON(name string, v any) error {
+	resp, err := http.Get("http://" + i.httpAddr + "/debug/" + name)
 	if err != nil {
-		return err.Error()
+		return err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+func (i *istiod) inStore() string {
 	var list []struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
 			Name, Namespace, ResourceVersion string
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return "configz: " + err.Error()
+	if err := i.debugJSON("configz", &list); err != nil {
+		return err.Error()
 	}
 	have := map[string]string{}
 	for _, c := range list {
