@@ -50,6 +50,7 @@ func (d *Daemon) httpHandler() http.Handler {
 	mux.Handle("/debug/clusterz", d.cluster.Handler()) // the registration table (cluster.go)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	for _, r := range d.extra {
 		mux.Handle(r.pattern, r.h)
 	}

@@ -29,6 +29,11 @@ func phaseProfile(tb testing.TB, d *daemonProc, mode Mode, phase string, secs in
 		defer close(done)
 		fetch(tb, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", d.http, secs), name("daemon-cpu"))
 	}()
+	if os.Getenv("BAREMESH_SCALE_TRACE") == "1" {
+		// An execution trace of the daemon beside the profile: who
+		// waited for a CPU, and what ran meanwhile.
+		go fetch(tb, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", d.http, secs), name("daemon-trace"))
+	}
 	cf, err := os.Create(name("client-cpu"))
 	if err != nil {
 		tb.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -43,6 +44,13 @@ type conn struct {
 	pendingOwn bool
 	recs       []*pushRecord // the pushes merged into pending
 	kick       chan struct{}
+	// turn: c holds one of the fan-out's turns; ended: the stream has
+	// ended and takes none (fanout.go).
+	turn, ended bool
+	// queued is set while c waits in the fan-out's queue (guarded by
+	// the fan-out's mu); sending while c's loop is in a send.
+	queued  bool
+	sending atomic.Bool
 	// curRecs are the pushes being handled; only the loop goroutine
 	// touches it.
 	curRecs []*pushRecord
@@ -135,6 +143,7 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 	log.Info("proxy connected", "type", proxy.Type, "proxyless", proxy.Proxyless, "namespace", proxy.Namespace)
 	var recvEnd error // the receive error that ended the stream, if one did
 	defer func() {
+		c.endTurn(true)
 		c.stopSender()
 		s.removeConn(c)
 		reason := streamEnd(ctx, err, recvEnd)
@@ -221,10 +230,7 @@ func (c *conn) enqueue(req *push.Request, rec *pushRecord) {
 		c.recs = append(c.recs, rec)
 	}
 	c.mu.Unlock()
-	select {
-	case c.kick <- struct{}{}:
-	default:
-	}
+	c.s.fanout.wake(c)
 }
 
 // sub returns the subscription of typeURL, made by mk if there is none
@@ -248,6 +254,7 @@ func (c *conn) onPush() error {
 	req, recs, ownWorkload := c.pending, c.recs, c.pendingOwn
 	c.pending, c.recs, c.pendingOwn = nil, nil, false
 	c.mu.Unlock()
+	defer c.endTurn(false)
 	if req == nil {
 		return nil
 	}

@@ -35,7 +35,8 @@ import (
 //     refused with ResourceExhausted, a log line and a metric.
 //
 // Generation never waits on a send: Build holds a generation slot only
-// while it generates.
+// while it generates. A push wakes the connections a few at a time
+// (fanout.go); a connection gives its turn back when it starts a send.
 
 // Defaults of the flow settings.
 const (
@@ -55,6 +56,11 @@ func errSendTimeout(d time.Duration) error {
 // slot: see slotLease), giving up after SendTimeout.
 func (c *conn) write(m *wire.Msg) error {
 	s := c.s
+	// A send ends the connection's turn of the push fan-out: waiting on
+	// a proxy is not working out a push (fanout.go).
+	c.sending.Store(true)
+	defer c.sending.Store(false)
+	c.endTurn(false)
 	// A stream whose last send outlived SlowSend sends without a slot
 	// until one of its sends is quick again: a stalled proxy never makes
 	// a reading one wait.

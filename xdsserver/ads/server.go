@@ -93,6 +93,8 @@ type Server struct {
 	sendSem chan struct{}
 	// slotWaiters counts the sends waiting for a send slot (flow.go).
 	slotWaiters atomic.Int64
+	// fanout wakes the connections for a push a few at a time.
+	fanout *fanout
 	// sendTimeout and slowSend: see Options and flow.go.
 	sendTimeout, slowSend time.Duration
 	caps                  streamCaps
@@ -124,7 +126,7 @@ func New(snaps Snapshots, opts Options) *Server {
 		opts: opts, log: opts.Logger, snaps: snaps, conns: map[string]*conn{},
 		metrics: newMetrics(opts.Registerer), sendSem: make(chan struct{}, opts.MaxConcurrentSends),
 		types: map[string]*xdstype.Type{}, order: xdstype.Sorted(opts.Types),
-		sendTimeout: opts.SendTimeout, slowSend: opts.SlowSend,
+		sendTimeout: opts.SendTimeout, slowSend: opts.SlowSend, fanout: newFanout(),
 		caps: streamCaps{perConn: opts.MaxStreamsPerConnection, perPeer: opts.MaxStreamsPerPeer, conns: map[string]int{}, peers: map[string]int{}},
 	}
 	for _, t := range opts.Types {

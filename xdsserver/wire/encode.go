@@ -235,6 +235,16 @@ func GRPCServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
 		experimental.BufferPool(requestPool),
 		grpc.WriteBufferSize(writeBufferSize),
+		// Fixed receive windows (requests are small: 1 MB holds a Delta
+		// subscription of 10,000 names) turn off gRPC's bandwidth
+		// estimation, which pings a connection after each burst of
+		// requests it reads: with a connection per proxy, every ACK of a
+		// push made the server write a ping and read the answer. 2,000
+		// proxies on their own connections peaked at 311-395 MB RSS with
+		// it and 231-262 MB without (issue #30; BenchmarkScale,
+		// BAREMESH_SCALE_STREAMS_PER_CONN=1).
+		grpc.InitialWindowSize(receiveWindow),
+		grpc.InitialConnWindowSize(receiveWindow),
 		// (gRPC shares the write buffer by default since SharedWriteBuffer
 		// was deprecated: a connection takes one from a pool for a write
 		// and gives it back after the flush.)
@@ -253,6 +263,9 @@ func GRPCServerOptions() []grpc.ServerOption {
 // write calls (the TLS port batches each write's records into one) were
 // within the runs' noise in server CPU per proxy.
 const writeBufferSize = 32 << 10
+
+// receiveWindow is the flow-control window of what proxies send.
+const receiveWindow = 1 << 20
 
 // requestPool has a tier for every power of two up to 1 MB. gRPC's
 // default pool jumps from 32 KB to 1 MB and clears a whole buffer on
