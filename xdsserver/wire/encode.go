@@ -235,8 +235,8 @@ func GRPCServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(codec{proto: encoding.GetCodecV2("proto")}),
 		experimental.BufferPool(requestPool),
 		grpc.WriteBufferSize(writeBufferSize),
-		// Fixed receive windows (requests are small: 1 MB holds a Delta
-		// subscription of 10,000 names) turn off gRPC's bandwidth
+		// Fixed receive windows (requests are small; a larger one comes
+		// in pieces as the server reads it) turn off gRPC's bandwidth
 		// estimation, which pings a connection after each burst of
 		// requests it reads: with a connection per proxy, every ACK of a
 		// push made the server write a ping and read the answer. 2,000
