@@ -38,6 +38,7 @@ import (
 // Daemon is a running baremeshd.
 type Daemon struct {
 	cfg      daemonconfig.Config
+	pushes   atomic.Uint64  // snapshots published (idletrim.go)
 	cluster  *cluster.Table // the registration table, replicated or of one (cluster.go)
 	log      *slog.Logger
 	reg      *registry
@@ -119,6 +120,7 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 		d.pipeline.SetTrustRoots(d.id.ca.RootPEM()) // the trust bundle agents get over PCDS (xdstype.ProxyConfig)
 	}
 	d.pipeline.AddListener(d.xds.OnPush)
+	d.pipeline.AddListener(func(*push.PushContext, *push.Request) { d.pushes.Add(1) }) // idletrim.go
 	d.Handle("/debug/syncz", debug.SyncHandler(d.xds))
 	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(redactedDumps{d.xds})) // http.go
 	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
@@ -191,6 +193,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun(func() { d.pipeline.Run(ctx, synced) })
 	goRun(func() { d.wl.FollowGroups(ctx, d.agg, synced) })
 	goRun(func() { d.watchMesh(ctx) })
+	d.startIdleTrim(ctx, goRun)
 
 	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	goRun(func() {

@@ -107,6 +107,7 @@ type Server struct {
 	mu     sync.RWMutex
 	conns  map[string]*conn
 	nextID atomic.Uint64
+	opened atomic.Uint64 // streams served (registered), ever
 }
 
 // New returns a server over snaps.
@@ -196,6 +197,7 @@ func (s *Server) addConn(c *conn) {
 	s.conns[c.id] = c
 	n := len(s.conns)
 	s.mu.Unlock()
+	s.opened.Add(1)
 	s.slo.connected(c)
 	s.metrics.connected.Set(float64(n))
 }
@@ -220,6 +222,10 @@ func (s *Server) connsSorted() []*conn {
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
 }
+
+// Opened returns how many streams the server has served since it
+// started.
+func (s *Server) Opened() uint64 { return s.opened.Load() }
 
 // Connected returns the number of open streams.
 func (s *Server) Connected() int {
