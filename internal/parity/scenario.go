@@ -29,6 +29,13 @@ type Scenario struct {
 	// Mesh is a mesh config file (relative to the package directory) both
 	// control planes get over Istio's defaults; none: the defaults.
 	Mesh string `json:"mesh,omitempty"`
+	// Apart creates the scenario's own documents one at a time in file
+	// order, each in a later second than the one before (creation
+	// timestamps have whole seconds), so that where istiod takes the
+	// oldest first (services sharing a listener, conflicting rules) the
+	// file order is the age order; otherwise documents created in one
+	// second are ordered by name.
+	Apart bool `json:"apart,omitempty"`
 }
 
 // LoadScenarios reads the scenario list.
@@ -55,6 +62,9 @@ func LoadScenarios(path string) ([]*Scenario, error) {
 type Doc struct {
 	Kind, Namespace, Name string
 	Object                map[string]any
+	// Apart: created on its own, a second after the document before
+	// (Scenario.Apart).
+	Apart bool
 }
 
 // Load reads the scenario's documents (base first), with namespaces
@@ -80,6 +90,7 @@ func (s *Scenario) Load(base, benchDir string, trim bool) ([]Doc, error) {
 				continue
 			}
 			perKind[d.Kind]++
+			d.Apart = s.Apart
 			docs = append(docs, d)
 		}
 	}

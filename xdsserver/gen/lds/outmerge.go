@@ -45,8 +45,10 @@ func (c outChain) conflicts(o outChain) bool {
 // buildSidecarOutboundListener decides by the port's listener protocol
 // lp and the entry's protocol: a fresh entry takes them; HTTP over TCP,
 // TCP over HTTP or auto, and auto over TCP merge (the entry is sniffed
-// from then on); auto over auto adds only its TCP chain; HTTP over HTTP
-// or auto adds nothing. A MongoDB or MySQL port shares a listener only
+// from then on); auto or HTTP over a sniffed entry adds nothing. The
+// services come oldest first, so which of an HTTP and an auto-detected
+// service on one wildcard port was created first decides the default
+// chain: the auto one's TCP chain, or (HTTP first) the fallthrough. A MongoDB or MySQL port shares a listener only
 // with its own protocol (istiod's isConflictWithWellKnownPort: the
 // inspector would break these server-first protocols).
 func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.Port, lp scope.Listen, addr, bind string, cidrs []string, fresh bool) {
@@ -110,7 +112,10 @@ func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.
 			in = []outChain{tcp(), http()}
 			e.protocol = model.Unsupported
 		case e.protocol == model.Unsupported:
-			in = []outChain{tcp()}
+			// Auto over auto or a sniffed HTTP port: istiod keeps the
+			// entry as it is ("listener already exists"), so the
+			// older service's chains decide, even where this one's
+			// TCP chain would be the match-all default.
 		default: // auto over TCP (over HTTP cannot happen: HTTP is sniffed)
 			in = []outChain{tcp(), http()}
 			e.protocol = model.Unsupported

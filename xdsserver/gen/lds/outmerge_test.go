@@ -140,3 +140,66 @@ spec:
 		t.Errorf("3306: MySQL merged into the HTTP listener: %v", l)
 	}
 }
+
+// TestOutboundDefaultChainByAge: an HTTP service with an address and an
+// auto-detected one without share 0.0.0.0:9080 (the HTTP one's port is
+// always on the wildcard). As istiod, the older one decides: the auto
+// service first gives its TCP chain as the default chain; the HTTP one
+// first makes the entry sniffed, the auto service then adds nothing and
+// the default is the fallthrough. (make test saw istiod's fallthrough
+// when the parity harness created gen/sidecar-http's two ServiceEntries
+// a second apart.)
+func TestOutboundDefaultChainByAge(t *testing.T) {
+	for _, c := range []struct {
+		httpCreated, autoCreated string
+		want                     string
+	}{
+		{"2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z", gen.PassthroughCluster},
+		{"2026-01-01T00:00:02Z", "2026-01-01T00:00:01Z", "outbound|9080||ratings.other.svc.cluster.local"},
+		// The same second: by hostname, ratings before reviews.
+		{"2026-01-01T00:00:01Z", "2026-01-01T00:00:01Z", "outbound|9080||ratings.other.svc.cluster.local"},
+	} {
+		pc, err := gentest.Build([]byte(`
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: reviews, namespace: default, creationTimestamp: "` + c.httpCreated + `"}
+spec:
+  hosts: [reviews.default.svc.cluster.local]
+  addresses: [10.96.0.10]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ratings, namespace: other, creationTimestamp: "` + c.autoCreated + `"}
+spec:
+  hosts: [ratings.other.svc.cluster.local]
+  ports: [{number: 9080, name: http-web}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.1.1}]
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := gentest.Node(t, "sidecar~10.10.9.11~a.default~default.svc.cluster.local", nil)
+		res, err := Generate(gen.Input{Push: pc, Proxy: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gentest.Validate(t, res)
+		var l *listenerv3.Listener
+		for _, r := range res {
+			if r.Name == "0.0.0.0_9080" {
+				l = r.Resource.(*listenerv3.Listener)
+			}
+		}
+		tp := &tcpproxyv3.TcpProxy{}
+		if l == nil || len(l.GetDefaultFilterChain().GetFilters()) == 0 || l.GetDefaultFilterChain().GetFilters()[0].GetTypedConfig().UnmarshalTo(tp) != nil {
+			t.Fatalf("HTTP created %s, auto %s: no 0.0.0.0_9080 with a tcp_proxy default chain: %v", c.httpCreated, c.autoCreated, l)
+		}
+		if tp.GetCluster() != c.want {
+			t.Errorf("HTTP created %s, auto %s: default chain to %q, want %q", c.httpCreated, c.autoCreated, tp.GetCluster(), c.want)
+		}
+	}
+}
