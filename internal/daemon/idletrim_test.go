@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,4 +43,19 @@ func TestIdleTrimOnceAfterActivity(t *testing.T) {
 	// New activity, then quiet: one more.
 	activity.Add(1)
 	testkit.EventuallyWithin(t, 10*time.Second, "the trim after new activity", func() bool { return trims.Load() == 2 })
+}
+
+// trimHeap frees what sync.Pools hold (gRPC's read buffers): after it,
+// a pool that held buffers is empty (one collection alone keeps them in
+// the pool's victim cache, where Get finds them).
+func TestTrimHeapEmptiesPools(t *testing.T) {
+	var pool sync.Pool
+	for range 8 {
+		b := make([]byte, 1<<20)
+		pool.Put(&b)
+	}
+	trimHeap()
+	if b := pool.Get(); b != nil {
+		t.Fatalf("the pool still holds a buffer of %d bytes after the trim", len(*b.(*[]byte)))
+	}
 }
