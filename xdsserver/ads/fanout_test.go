@@ -3,7 +3,6 @@ package ads
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,12 +12,10 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -71,18 +68,11 @@ func TestPushWakesConnectionsAFewAtATime(t *testing.T) {
 	snaps.pc.Store(&push.PushContext{Version: 1})
 	srv := New(snaps, Options{Registerer: reg, NoCache: true, MaxConcurrentGeneration: 1000,
 		Types: typesWith(map[*xdstype.Type]gen.Generator{xdstype.Listener: g.generate})})
-	gs := grpc.NewServer(wire.GRPCServerOptions()...)
-	srv.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
+	addr := serveOnLoopback(t, srv)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := stalledClient(t, lis.Addr().String()) // its window is ample for these responses
+	client := stalledClient(t, addr) // its window is ample for these responses
 	var got atomic.Int64
 	for i := range conns {
 		st := openLDS(t, ctx, client, i)

@@ -3,7 +3,6 @@ package ads
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,7 +21,6 @@ import (
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/gen"
-	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -53,15 +51,7 @@ func flowEnv(t *testing.T, opts Options) (*Server, string) {
 		return out, nil
 	}})
 	srv := New(snaps, opts)
-	g := grpc.NewServer(wire.GRPCServerOptions()...)
-	srv.Register(g)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return srv, lis.Addr().String()
+	return srv, serveOnLoopback(t, srv)
 }
 
 // stalledClient dials addr with a fixed 64 KB window (no BDP growth), so

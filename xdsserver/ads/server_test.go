@@ -80,9 +80,10 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// serveForTest serves srv on a loopback port for the test and returns an
-// ADS client connected to it.
-func serveForTest(t *testing.T, srv *Server) discovery.AggregatedDiscoveryServiceClient {
+// serveOnLoopback serves srv on a loopback port, as the daemon's gRPC
+// server does (wire.GRPCServerOptions), until the test ends, and returns
+// the address.
+func serveOnLoopback(t *testing.T, srv *Server) string {
 	t.Helper()
 	g := grpc.NewServer(wire.GRPCServerOptions()...)
 	srv.Register(g)
@@ -92,7 +93,14 @@ func serveForTest(t *testing.T, srv *Server) discovery.AggregatedDiscoveryServic
 	}
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return lis.Addr().String()
+}
+
+// serveForTest serves srv on a loopback port for the test and returns an
+// ADS client connected to it.
+func serveForTest(t *testing.T, srv *Server) discovery.AggregatedDiscoveryServiceClient {
+	t.Helper()
+	cc, err := grpc.NewClient(serveOnLoopback(t, srv), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
