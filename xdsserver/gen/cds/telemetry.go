@@ -54,7 +54,6 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 			byHost[s.Hostname] = s
 		}
 	}
-	var drMeta map[*networking.DestinationRule]config.Meta
 	services := map[*model.Service]*structpb.Value{}
 	var inbound []scope.Instance
 	inboundDone := false
@@ -84,10 +83,7 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 				// A DestinationRule with a traffic policy shapes the inbound
 				// cluster too: istiod names it.
 				if dr := v.DestinationRule(svc); dr.GetTrafficPolicy() != nil {
-					if drMeta == nil {
-						drMeta = destinationRuleMeta(v)
-					}
-					if m, ok := drMeta[dr]; ok {
+					if m, ok := v.DestinationRuleMeta(dr); ok {
 						istioMetadata(c).Fields["config"] = structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + m.Namespace + "/destination-rule/" + m.Name)
 					}
 				}
@@ -112,10 +108,7 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 			im.Fields["external"] = structpb.NewBoolValue(true)
 		}
 		if dr := v.DestinationRule(svc); dr != nil {
-			if drMeta == nil {
-				drMeta = destinationRuleMeta(v)
-			}
-			if m, ok := drMeta[dr]; ok {
+			if m, ok := v.DestinationRuleMeta(dr); ok {
 				im.Fields["config"] = structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + m.Namespace + "/destination-rule/" + m.Name)
 			}
 			if k.Subset != "" {
@@ -185,15 +178,3 @@ func istioMetadata(c *clusterv3.Cluster) *structpb.Struct {
 	return s
 }
 
-// destinationRuleMeta maps each DestinationRule spec of the snapshot to
-// its name and namespace.
-func destinationRuleMeta(v *scope.View) map[*networking.DestinationRule]config.Meta {
-	cs := v.Push.Configs(config.DestinationRule)
-	out := make(map[*networking.DestinationRule]config.Meta, len(cs))
-	for _, c := range cs {
-		if dr, ok := c.Spec.(*networking.DestinationRule); ok {
-			out[dr] = c.Meta
-		}
-	}
-	return out
-}

@@ -1,6 +1,8 @@
 package scope
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -11,42 +13,39 @@ import (
 )
 
 // DestinationRule returns the DestinationRule for svc as the proxy sees
-// it: looked up in the proxy's namespace, then the service's, then the
-// root namespace (Istio's order); in each, an exact host beats the most
-// specific wildcard; a short host is of the rule's namespace; exportTo is
-// honoured. Nil if none.
+// it, as istiod's PushContext.destinationRule and SidecarScope do:
+//
+//   - looked up in the proxy's namespace (its rules exported to it), then
+//     the service's, then the root namespace (their rules exported to the
+//     proxy's namespace); a proxy in the root namespace first sees the
+//     root's rules private to it. In each, an exact host beats the most
+//     specific wildcard; a short host is of the rule's namespace.
+//   - Several rules for one host in one namespace are consolidated
+//     (istiod's mergeDestinationRule): rules with a workloadSelector first,
+//     then oldest first; a rule joins the one before it when their
+//     exportTo are the same (or, also kept on its own, when it exports to
+//     more) and their selectors agree, adding the subsets the merged rule
+//     lacks and its traffic policy only if the merged rule has none.
+//   - Of the consolidated rules, one whose workloadSelector matches the
+//     proxy (a rule of its namespace) wins; else the last without one.
+//
+// Nil if none. A merged rule is a new message; others are the
+// snapshot's, not to be altered.
 func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 	ix := v.destinationRules()
 	if !ix.any {
 		return nil
 	}
-	for i, ns := range [3]string{v.Proxy.Namespace, svc.Namespace, ix.root} {
-		var best *networking.DestinationRule
-		bestLen := 0
-		cs := ix.proxyNS
-		switch i {
-		case 1:
-			cs = v.Push.ConfigsIn(config.DestinationRule, ns)
-		case 2:
-			cs = ix.rootNS
-		}
-		for _, c := range cs {
-			dr := c.Spec.(*networking.DestinationRule)
-			if !Exported(dr.GetExportTo(), c.Namespace, v.Proxy.Namespace) {
-				continue
-			}
-			// A short host ("reviews") names a service of the rule's
-			// namespace, as Istio's ResolveShortnameToFQDN makes it.
-			h := v.FQDN(dr.GetHost(), c.Namespace)
-			if h == svc.Hostname {
-				return dr
-			}
-			if strings.HasPrefix(h, "*") && HostMatch(h, svc.Hostname) && (best == nil || len(h) > bestLen) {
-				best, bestLen = dr, len(h)
-			}
-		}
-		if best != nil {
-			return best
+	var levels []*drLevel
+	if v.Proxy.Namespace != ix.root {
+		levels = append(levels, ix.level(v, v.Proxy.Namespace, drLocal))
+	} else {
+		levels = append(levels, ix.level(v, ix.root, drRootPrivate))
+	}
+	levels = append(levels, ix.level(v, svc.Namespace, drExported), ix.level(v, ix.root, drExported))
+	for _, l := range levels {
+		if entries, ok := l.match(svc.Hostname, ix.meta); ok {
+			return v.selectDR(entries)
 		}
 	}
 	return nil
@@ -56,13 +55,51 @@ func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 // DestinationRule: when not, DestinationRule is nil for every service.
 func (v *View) HasDestinationRules() bool { return v.destinationRules().any }
 
-// drIndex holds what DestinationRule looks up on every call: whether
-// the snapshot has any DestinationRule, and those of the proxy's and the
-// root namespace. Routes and clusters ask once per service.
+// drIndex holds what DestinationRule looks up on every call: whether the
+// snapshot has any DestinationRule, and the rules of each lookup level
+// by host, made on first use. Routes and clusters ask once per service.
 type drIndex struct {
-	ready, any      bool
-	root            string
-	proxyNS, rootNS []config.Config
+	ready, any bool
+	root       string
+	levels     map[drLevelKey]*drLevel
+	// meta is the config of each rule DestinationRule may return: a
+	// merged rule's is its first (oldest) rule's.
+	meta map[*networking.DestinationRule]config.Meta
+}
+
+// drKind is a lookup level's kind (istiod's destinationRuleIndex):
+// namespaceLocal, exportedByNamespace, rootNamespaceLocal.
+type drKind int
+
+const (
+	drLocal drKind = iota
+	drExported
+	drRootPrivate
+)
+
+type drLevelKey struct {
+	ns   string
+	kind drKind
+}
+
+// drLevel is one namespace's rules of one kind, by resolved host, in
+// istiod's order (with a workloadSelector first, then oldest first);
+// consolidated holds each host's merged rules once made.
+type drLevel struct {
+	exact, wild  map[string][]*config.Config
+	consolidated map[string][]drEntry
+}
+
+// drEntry is one consolidated rule: the rule (a copy once another is
+// merged into it), the first rule's namespace and selector, and its
+// exportTo.
+type drEntry struct {
+	rule     *networking.DestinationRule
+	meta     config.Meta
+	ns       string
+	selector map[string]string
+	exportTo []string
+	merged   bool
 }
 
 func (v *View) destinationRules() *drIndex {
@@ -70,12 +107,214 @@ func (v *View) destinationRules() *drIndex {
 	if !ix.ready {
 		ix.ready = true
 		ix.any, ix.root = len(v.Push.Configs(config.DestinationRule)) > 0, RootNamespace(v.Push)
-		if ix.any {
-			ix.proxyNS = v.Push.ConfigsIn(config.DestinationRule, v.Proxy.Namespace)
-			ix.rootNS = v.Push.ConfigsIn(config.DestinationRule, ix.root)
-		}
+		ix.levels = map[drLevelKey]*drLevel{}
+		ix.meta = map[*networking.DestinationRule]config.Meta{}
 	}
 	return ix
+}
+
+// DestinationRuleMeta is the config a rule DestinationRule returned
+// comes from (of a merged rule, its oldest rule's, as istiod names it).
+func (v *View) DestinationRuleMeta(dr *networking.DestinationRule) (config.Meta, bool) {
+	m, ok := v.destinationRules().meta[dr]
+	return m, ok
+}
+
+// level returns the rules of namespace ns of kind k, collected on first
+// use. Exported levels keep only the rules exported to the proxy's
+// namespace; a rule with a workloadSelector is private to its namespace.
+func (ix *drIndex) level(v *View, ns string, k drKind) *drLevel {
+	key := drLevelKey{ns, k}
+	if l := ix.levels[key]; l != nil {
+		return l
+	}
+	l := &drLevel{exact: map[string][]*config.Config{}, wild: map[string][]*config.Config{}, consolidated: map[string][]drEntry{}}
+	ix.levels[key] = l
+	for _, c := range drOrder(v.Push.ConfigsIn(config.DestinationRule, ns)) {
+		dr := c.Spec.(*networking.DestinationRule)
+		exportTo := drExportTo(dr)
+		private := len(exportTo) == 1 && (exportTo[0] == "." || exportTo[0] == c.Namespace)
+		switch k {
+		case drLocal:
+			if !Exported(exportTo, c.Namespace, c.Namespace) {
+				continue
+			}
+		case drExported:
+			if private || !drExportedTo(exportTo, v.Proxy.Namespace) {
+				continue
+			}
+		case drRootPrivate:
+			if !private {
+				continue
+			}
+		}
+		h := v.FQDN(dr.GetHost(), c.Namespace)
+		if strings.HasPrefix(h, "*") {
+			l.wild[h] = append(l.wild[h], c)
+		} else {
+			l.exact[h] = append(l.exact[h], c)
+		}
+	}
+	return l
+}
+
+// drOrder is istiod's sortConfigBySelectorAndCreationTime: rules with a
+// workloadSelector first, then by creation time, then name.
+func drOrder(cs []config.Config) []*config.Config {
+	out := make([]*config.Config, len(cs))
+	for i := range cs {
+		out[i] = &cs[i]
+	}
+	slices.SortStableFunc(out, func(a, b *config.Config) int {
+		as := a.Spec.(*networking.DestinationRule).GetWorkloadSelector() != nil
+		bs := b.Spec.(*networking.DestinationRule).GetWorkloadSelector() != nil
+		if as != bs {
+			if as {
+				return -1
+			}
+			return 1
+		}
+		if d := a.CreationTime.Compare(b.CreationTime); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+// drExportTo is a rule's exportTo as istiod indexes it: "." for a rule
+// with a workloadSelector.
+func drExportTo(dr *networking.DestinationRule) []string {
+	if dr.GetWorkloadSelector() != nil {
+		return []string{"."}
+	}
+	return dr.GetExportTo()
+}
+
+// drExportedTo: an exported rule reaches namespace ns when it names no
+// namespace, "*", or ns (istiod's getExportedDestinationRuleFromNamespace).
+func drExportedTo(exportTo []string, ns string) bool {
+	return len(exportTo) == 0 || slices.Contains(exportTo, "*") || slices.Contains(exportTo, ns)
+}
+
+// match returns the consolidated rules of the exact host, else of the
+// most specific wildcard that covers it.
+func (l *drLevel) match(host string, meta map[*networking.DestinationRule]config.Meta) ([]drEntry, bool) {
+	key := host
+	cs := l.exact[host]
+	if cs == nil {
+		key = ""
+		for h := range l.wild {
+			if HostMatch(h, host) && (key == "" || len(h) > len(key) || (len(h) == len(key) && h < key)) {
+				key = h
+			}
+		}
+		if key == "" {
+			return nil, false
+		}
+		cs = l.wild[key]
+	}
+	if e, ok := l.consolidated[key]; ok {
+		return e, true
+	}
+	e := consolidate(cs)
+	l.consolidated[key] = e
+	for _, x := range e {
+		meta[x.rule] = x.meta
+	}
+	return e, true
+}
+
+// consolidate merges the rules of one host as istiod's
+// mergeDestinationRule (with its enhanced merge, on by default).
+func consolidate(cs []*config.Config) []drEntry {
+	var out []drEntry
+	for _, c := range cs {
+		dr := c.Spec.(*networking.DestinationRule)
+		exportTo := drExportTo(dr)
+		sel := dr.GetWorkloadSelector().GetMatchLabels()
+		separate := true
+		for i := range out {
+			e := &out[i]
+			switch {
+			case sameSet(exportTo, e.exportTo):
+				separate = false
+			case len(e.exportTo) > 0 && superset(exportTo, e.exportTo):
+				separate = true
+			default:
+				separate = true
+				continue
+			}
+			bothWithout := dr.GetWorkloadSelector() == nil && e.selector == nil
+			bothWith := dr.GetWorkloadSelector() != nil && e.selector != nil
+			if bothWith && !maps.Equal(sel, e.selector) {
+				separate = true
+				continue
+			}
+			if bothWithout || bothWith {
+				separate = false
+			}
+			e.merge(dr)
+		}
+		if separate {
+			var esel map[string]string
+			if dr.GetWorkloadSelector() != nil {
+				esel = sel
+				if esel == nil {
+					esel = map[string]string{}
+				}
+			}
+			out = append(out, drEntry{rule: dr, meta: c.Meta, ns: c.Namespace, selector: esel, exportTo: exportTo})
+		}
+	}
+	return out
+}
+
+// merge adds dr's subsets that e's rule lacks, and dr's traffic policy
+// if e's rule has none.
+func (e *drEntry) merge(dr *networking.DestinationRule) {
+	if !e.merged {
+		e.rule = proto.Clone(e.rule).(*networking.DestinationRule)
+		e.merged = true
+	}
+	for _, s := range dr.GetSubsets() {
+		if Subset(e.rule, s.GetName()) == nil {
+			e.rule.Subsets = append(e.rule.Subsets, s)
+		}
+	}
+	if e.rule.TrafficPolicy == nil && dr.GetTrafficPolicy() != nil {
+		e.rule.TrafficPolicy = dr.GetTrafficPolicy()
+	}
+}
+
+// selectDR picks, of one host's consolidated rules, the one whose
+// workloadSelector matches the proxy (a rule of the proxy's namespace),
+// else the last without a selector (istiod's SidecarScope.DestinationRule,
+// outbound).
+func (v *View) selectDR(entries []drEntry) *networking.DestinationRule {
+	var catchAll *networking.DestinationRule
+	for _, e := range entries {
+		if e.selector == nil {
+			catchAll = e.rule
+			continue
+		}
+		if e.ns == v.Proxy.Namespace && LabelsMatch(e.selector, v.Proxy.Labels) {
+			return e.rule
+		}
+	}
+	return catchAll
+}
+
+func sameSet(a, b []string) bool { return superset(a, b) && superset(b, a) }
+
+// superset: every element of b is in a.
+func superset(a, b []string) bool {
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // Subset returns the subset of dr named name, or nil.

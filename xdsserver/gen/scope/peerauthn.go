@@ -22,8 +22,10 @@ const (
 // namespace policy (no selector) and the workload policy (a selector
 // matching its labels) in turn override what is above them unless UNSET;
 // the workload policy's port-level modes override per port. Of several
-// policies at one level the first by name wins (Istio takes the oldest;
-// files carry no creation time). Without any, PERMISSIVE.
+// policies at one level the oldest wins, then the first by name (files
+// without a creationTimestamp are all of one age), as istiod's
+// ComposePeerAuthentication; a policy with a selector in the root
+// namespace is no workload's. Without any, PERMISSIVE.
 type PeerAuthn struct {
 	Mode  MTLSMode
 	Ports map[uint32]MTLSMode
@@ -47,11 +49,13 @@ func PeerAuthnFor(pc *push.PushContext, ns string, labels map[string]string) Pee
 		}
 	}
 	root := RootNamespace(pc)
-	set(first(pc.ConfigsIn(config.PeerAuthentication, root), nil, false).GetMtls())
-	if ns != root {
-		set(first(pc.ConfigsIn(config.PeerAuthentication, ns), nil, false).GetMtls())
+	all := pc.ConfigsByAge(config.PeerAuthentication)
+	set(first(all, root, nil, false).GetMtls())
+	if ns == root {
+		return out
 	}
-	w := first(pc.ConfigsIn(config.PeerAuthentication, ns), labels, true)
+	set(first(all, ns, nil, false).GetMtls())
+	w := first(all, ns, labels, true)
 	if w == nil {
 		return out
 	}
@@ -75,10 +79,14 @@ func ServiceMTLS(pc *push.PushContext, ns string) MTLSMode {
 	return PeerAuthnFor(pc, ns, nil).Mode
 }
 
-// first is the first policy without a selector (withSelector false), or
-// the first whose non-empty selector matches labels (withSelector true).
-func first(cs []config.Config, labels map[string]string, withSelector bool) *security.PeerAuthentication {
+// first is the first policy of namespace ns without a selector
+// (withSelector false), or the first whose non-empty selector matches
+// labels (withSelector true).
+func first(cs []*config.Config, ns string, labels map[string]string, withSelector bool) *security.PeerAuthentication {
 	for _, c := range cs {
+		if c.Namespace != ns {
+			continue
+		}
 		pa := c.Spec.(*security.PeerAuthentication)
 		sel := pa.GetSelector().GetMatchLabels()
 		if !withSelector && len(sel) == 0 {
