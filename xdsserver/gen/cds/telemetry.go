@@ -177,4 +177,3 @@ func istioMetadata(c *clusterv3.Cluster) *structpb.Struct {
 	}
 	return s
 }
-
