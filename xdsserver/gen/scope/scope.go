@@ -337,10 +337,15 @@ func RootNamespace(pc *push.PushContext) string {
 // SidecarFor returns the Sidecar that applies to proxy: one in its
 // namespace whose workloadSelector matches its labels, else one in its
 // namespace without a selector, else one in the root namespace without a
-// selector; nil if none.
+// selector; of several, the oldest, then the first by name (istiod's
+// sidecar index, sorted by creation time); nil if none.
 func SidecarFor(pc *push.PushContext, proxy *model.Proxy) *networking.Sidecar {
 	var nsDefault *networking.Sidecar
-	for _, c := range pc.ConfigsIn(config.Sidecar, proxy.Namespace) {
+	all := pc.ConfigsByAge(config.Sidecar)
+	for _, c := range all {
+		if c.Namespace != proxy.Namespace {
+			continue
+		}
 		sc := c.Spec.(*networking.Sidecar)
 		if sel := sc.GetWorkloadSelector(); sel != nil {
 			if LabelsMatch(sel.GetLabels(), proxy.Labels) {
@@ -353,8 +358,9 @@ func SidecarFor(pc *push.PushContext, proxy *model.Proxy) *networking.Sidecar {
 	if nsDefault != nil {
 		return nsDefault
 	}
-	for _, c := range pc.ConfigsIn(config.Sidecar, RootNamespace(pc)) {
-		if sc := c.Spec.(*networking.Sidecar); sc.GetWorkloadSelector() == nil {
+	root := RootNamespace(pc)
+	for _, c := range all {
+		if sc := c.Spec.(*networking.Sidecar); c.Namespace == root && sc.GetWorkloadSelector() == nil {
 			return sc
 		}
 	}

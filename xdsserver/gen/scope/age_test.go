@@ -63,3 +63,39 @@ spec: {selector: {matchLabels: {app: a}}, mtls: {mode: STRICT}}
 		}
 	}
 }
+
+// TestSidecarOldestWins: of two Sidecars that could apply, istiod takes
+// the oldest (its sidecar index is sorted by creation time), whatever
+// their names; one with a matching selector first.
+func TestSidecarOldestWins(t *testing.T) {
+	pc := gentest.MustBuild(t, `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: b-old, namespace: default, creationTimestamp: "2026-01-01T00:00:01Z"}
+spec: {egress: [{hosts: ["./old.example.com"]}]}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: a-new, namespace: default, creationTimestamp: "2026-01-01T00:00:02Z"}
+spec: {egress: [{hosts: ["./new.example.com"]}]}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: d-old-selector, namespace: default, creationTimestamp: "2026-01-01T00:00:03Z"}
+spec: {workloadSelector: {labels: {app: a}}, egress: [{hosts: ["./old-selector.example.com"]}]}
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: c-new-selector, namespace: default, creationTimestamp: "2026-01-01T00:00:04Z"}
+spec: {workloadSelector: {labels: {app: a}}, egress: [{hosts: ["./new-selector.example.com"]}]}
+`)
+	host := func(app string) string {
+		p := gentest.ProxySpec{ID: "sidecar~10.0.0.9~x.default~default.svc.cluster.local", Labels: map[string]string{"app": app}}.Proxy(t)
+		return scope.SidecarFor(pc, p).GetEgress()[0].GetHosts()[0]
+	}
+	if got := host("b"); got != "./old.example.com" {
+		t.Errorf("no selector matching: %s, want b-old's", got)
+	}
+	if got := host("a"); got != "./old-selector.example.com" {
+		t.Errorf("selector matching: %s, want d-old-selector's", got)
+	}
+}
