@@ -307,7 +307,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 		for _, id := range g.byGateway[s.Gateway] {
 			c := g.vss[id]
 			vs := c.Spec.(*networking.VirtualService)
-			if !scope.Exported(vs.GetExportTo(), c.Namespace, s.Namespace) {
+			if !scope.Exported(scope.OrDefault(vs.GetExportTo(), g.v.Push.Mesh.GetDefaultVirtualServiceExportTo()), c.Namespace, s.Namespace) {
 				continue
 			}
 			var routes []*routev3.Route

@@ -133,7 +133,10 @@ func (ix *drIndex) level(v *View, ns string, k drKind) *drLevel {
 	for _, c := range drOrder(v.Push.ConfigsIn(config.DestinationRule, ns)) {
 		dr := c.Spec.(*networking.DestinationRule)
 		exportTo := drExportTo(dr)
-		private := len(exportTo) == 1 && (exportTo[0] == "." || exportTo[0] == c.Namespace)
+		// No exportTo: the mesh's default, whose "." keeps the rule
+		// private (istiod's isPrivateOnly).
+		private := (len(exportTo) == 0 && slices.Contains(v.Push.Mesh.GetDefaultDestinationRuleExportTo(), ".")) ||
+			(len(exportTo) == 1 && (exportTo[0] == "." || exportTo[0] == c.Namespace))
 		switch k {
 		case drLocal:
 			if !Exported(exportTo, c.Namespace, c.Namespace) {

@@ -92,7 +92,7 @@ func NewRouter(pc *push.PushContext, proxy *model.Proxy) *View {
 // namespace and, for a sidecar with a Sidecar resource, named by an
 // egress host.
 func (v *View) ServiceVisible(s *model.Service) bool {
-	if !Exported(s.ExportTo, s.Namespace, v.Proxy.Namespace) {
+	if !Exported(OrDefault(s.ExportTo, v.Push.Mesh.GetDefaultServiceExportTo()), s.Namespace, v.Proxy.Namespace) {
 		return false
 	}
 	if v.sidecar == nil {
@@ -185,7 +185,7 @@ func (v *View) meshVirtualServices() []*config.Config {
 		if gws := vs.GetGateways(); len(gws) > 0 && !slices.Contains(gws, "mesh") {
 			continue
 		}
-		if !Exported(vs.GetExportTo(), c.Namespace, v.Proxy.Namespace) {
+		if !Exported(OrDefault(vs.GetExportTo(), v.Push.Mesh.GetDefaultVirtualServiceExportTo()), c.Namespace, v.Proxy.Namespace) {
 			continue
 		}
 		if v.sidecar != nil && !slices.ContainsFunc(vs.GetHosts(), func(h string) bool { return v.egressAllows(c.Namespace, h) || v.egressAllowsPattern(c.Namespace, h) }) {
@@ -297,6 +297,17 @@ func Exported(exportTo []string, configNS, proxyNS string) bool {
 		}
 	}
 	return false
+}
+
+// OrDefault is a resource's exportTo, or when it names none the mesh's
+// default for its kind (defaultServiceExportTo,
+// defaultVirtualServiceExportTo, defaultDestinationRuleExportTo; unset:
+// every namespace).
+func OrDefault(exportTo, def []string) []string {
+	if len(exportTo) == 0 {
+		return def
+	}
+	return exportTo
 }
 
 // HostMatch reports whether host is covered by pattern: equal, "*", or a
