@@ -168,6 +168,10 @@ type kindIndex struct {
 	byNS    map[string][]config.Config
 	ageOnce sync.Once
 	byAge   []*config.Config
+	// delegating (VirtualServices only) are those with a route that
+	// delegates to another, oldest first; made on first use.
+	delegOnce  sync.Once
+	delegating []*config.Config
 }
 
 // Services returns every service, sorted by namespace and hostname.

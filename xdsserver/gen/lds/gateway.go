@@ -136,7 +136,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 // ("ns/name") they bind to, oldest first (push.ConfigsByAge).
 func virtualServicesByGateway(v *scope.View) map[string][]*config.Config {
 	out := map[string][]*config.Config{}
-	for _, c := range v.Push.ConfigsByAge(config.VirtualService) {
+	for _, c := range v.VirtualServicesByAge() {
 		for _, gw := range c.Spec.(*networking.VirtualService).GetGateways() {
 			if !strings.Contains(gw, "/") {
 				gw = c.Namespace + "/" + gw

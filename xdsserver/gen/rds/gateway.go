@@ -108,7 +108,7 @@ func (g *gatewayRoutes) indexVirtualServices() {
 	var buf [128]byte
 	// Oldest first (push.ConfigsByAge): istiod merges the routes of
 	// several VirtualServices on one host in that order.
-	for _, c := range g.v.Push.ConfigsByAge(config.VirtualService) {
+	for _, c := range g.v.VirtualServicesByAge() {
 		vsIndex := int32(-1)
 		for _, gw := range c.Spec.(*networking.VirtualService).GetGateways() {
 			if gw == "mesh" {

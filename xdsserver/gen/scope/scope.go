@@ -35,6 +35,7 @@ type View struct {
 	// egressPorts is set when an egress listener of sidecar has a port.
 	egressPorts bool
 	vs          *vsIndex
+	vsMerged    []*config.Config // VirtualServicesByAge, once made
 	dr          drIndex
 	domain      string // ClusterDomain, once asked
 }
@@ -174,7 +175,7 @@ func hostsAllow(hosts []string, proxyNS, ns, host string) bool {
 // namespace come first (istiod's "consumer override": a GAMMA consumer
 // route beats the service's producer route for its namespace's proxies).
 func (v *View) meshVirtualServices() []*config.Config {
-	all := v.Push.ConfigsByAge(config.VirtualService)
+	all := v.VirtualServicesByAge()
 	out := make([]*config.Config, 0, len(all))
 	// Most meshes have no Gateway API route in the proxy's namespace: the
 	// list is then in age order, unpartitioned.
