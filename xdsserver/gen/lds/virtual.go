@@ -8,7 +8,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
@@ -40,9 +39,10 @@ func virtualOutbound(v *scope.View) *listenerv3.Listener {
 }
 
 // outboundCatchAll is the cluster for outbound traffic to no known
-// service: PassthroughCluster, BlackHoleCluster under REGISTRY_ONLY.
+// service: PassthroughCluster, BlackHoleCluster under REGISTRY_ONLY (the
+// proxy's Sidecar's, else the mesh's).
 func outboundCatchAll(v *scope.View) string {
-	if m := v.Push.Mesh; m != nil && m.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
+	if v.RegistryOnly() {
 		return gen.BlackHoleCluster
 	}
 	return gen.PassthroughCluster

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -222,8 +221,7 @@ func (b *vhostBuilder) fallback() {
 	if b.domains.taken(b.hosts, "*") {
 		return
 	}
-	m := b.rb.v.Push.Mesh
-	if m != nil && m.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY {
+	if b.rb.v.RegistryOnly() {
 		b.hosts = append(b.hosts, blockAllHost)
 		return
 	}

@@ -99,3 +99,36 @@ spec: {workloadSelector: {labels: {app: a}}, egress: [{hosts: ["./new-selector.e
 		t.Errorf("selector matching: %s, want d-old-selector's", got)
 	}
 }
+
+// TestSidecarDefaults: a Sidecar without egress imports every service
+// its namespace sees (istiod's default egress "*/*"), and its
+// outboundTrafficPolicy overrides the mesh's.
+func TestSidecarDefaults(t *testing.T) {
+	pc := gentest.MustBuild(t, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ratings, namespace: other}
+spec:
+  hosts: [ratings.other.svc.cluster.local]
+  ports: [{number: 9080, name: http, protocol: HTTP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.1.1}]
+---
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: registry-only, namespace: default}
+spec:
+  outboundTrafficPolicy: {mode: REGISTRY_ONLY}
+`)
+	p := gentest.ProxySpec{ID: "sidecar~10.0.0.9~x.default~default.svc.cluster.local"}.Proxy(t)
+	v := scope.New(pc, p)
+	if len(v.Services) != 1 {
+		t.Errorf("services %v, want ratings (no egress: all the namespace sees)", v.Services)
+	}
+	if !v.RegistryOnly() {
+		t.Error("the Sidecar's REGISTRY_ONLY not applied")
+	}
+	other := scope.New(pc, gentest.ProxySpec{ID: "sidecar~10.0.0.8~y.elsewhere~elsewhere.svc.cluster.local"}.Proxy(t))
+	if other.RegistryOnly() {
+		t.Error("another namespace's proxy got REGISTRY_ONLY")
+	}
+}

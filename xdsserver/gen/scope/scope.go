@@ -10,9 +10,11 @@
 package scope
 
 import (
+	"google.golang.org/protobuf/proto"
 	"slices"
 	"strings"
 
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -54,6 +56,13 @@ func New(pc *push.PushContext, proxy *model.Proxy) *View {
 	v := &View{Push: pc, Proxy: proxy}
 	if proxy.Type == model.SidecarProxy {
 		v.sidecar = SidecarFor(pc, proxy)
+		if v.sidecar != nil && len(v.sidecar.GetEgress()) == 0 {
+			// A Sidecar without egress imports every service the
+			// namespace sees (istiod's default egress listener "*/*").
+			sc := proto.Clone(v.sidecar).(*networking.Sidecar)
+			sc.Egress = []*networking.IstioEgressListener{{Hosts: []string{"*/*"}}}
+			v.sidecar = sc
+		}
 		v.egressPorts = slices.ContainsFunc(v.sidecar.GetEgress(), func(e *networking.IstioEgressListener) bool { return e.GetPort() != nil })
 	}
 	all := pc.Services()
@@ -298,6 +307,16 @@ func Exported(exportTo []string, configNS, proxyNS string) bool {
 		}
 	}
 	return false
+}
+
+// RegistryOnly reports whether the proxy's traffic to no known service
+// is blocked: its Sidecar's outboundTrafficPolicy when the Sidecar sets
+// one, else the mesh's (istiod's SidecarScope.OutboundTrafficPolicy).
+func (v *View) RegistryOnly() bool {
+	if p := v.sidecar.GetOutboundTrafficPolicy(); p != nil {
+		return p.GetMode() == networking.OutboundTrafficPolicy_REGISTRY_ONLY
+	}
+	return v.Push.Mesh.GetOutboundTrafficPolicy().GetMode() == meshv1alpha1.MeshConfig_OutboundTrafficPolicy_REGISTRY_ONLY
 }
 
 // OrDefault is a resource's exportTo, or when it names none the mesh's
