@@ -36,14 +36,12 @@ func (v *View) DestinationRule(svc *model.Service) *networking.DestinationRule {
 	if !ix.any {
 		return nil
 	}
-	var levels []*drLevel
-	if v.Proxy.Namespace != ix.root {
-		levels = append(levels, ix.level(v, v.Proxy.Namespace, drLocal))
-	} else {
-		levels = append(levels, ix.level(v, ix.root, drRootPrivate))
+	first := drLevelKey{v.Proxy.Namespace, drLocal}
+	if v.Proxy.Namespace == ix.root {
+		first = drLevelKey{ix.root, drRootPrivate}
 	}
-	levels = append(levels, ix.level(v, svc.Namespace, drExported), ix.level(v, ix.root, drExported))
-	for _, l := range levels {
+	for _, k := range [3]drLevelKey{first, {svc.Namespace, drExported}, {ix.root, drExported}} {
+		l := ix.level(v, k.ns, k.kind)
 		if entries, ok := l.match(svc.Hostname, ix.meta); ok {
 			return v.selectDR(entries)
 		}
