@@ -10,10 +10,10 @@
 package scope
 
 import (
-	"google.golang.org/protobuf/proto"
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
