@@ -168,6 +168,8 @@ type kindIndex struct {
 	byNS    map[string][]config.Config
 	ageOnce sync.Once
 	byAge   []*config.Config
+	// byAgeNS: byAge by namespace, made with it.
+	byAgeNS map[string][]*config.Config
 	// delegating (VirtualServices only) are those with a route that
 	// delegates to another, oldest first; made on first use.
 	delegOnce  sync.Once
@@ -324,8 +326,23 @@ func (pc *PushContext) ConfigsByAge(kind config.Kind) []*config.Config {
 			}
 			return strings.Compare(a.Namespace, b.Namespace)
 		})
+		ix.byAgeNS = make(map[string][]*config.Config, len(ix.byNS))
+		for _, c := range ix.byAge {
+			ix.byAgeNS[c.Namespace] = append(ix.byAgeNS[c.Namespace], c)
+		}
 	})
 	return ix.byAge
+}
+
+// ConfigsInByAge returns the configs of kind in namespace, oldest first
+// (ConfigsByAge's order). Computed with ConfigsByAge.
+func (pc *PushContext) ConfigsInByAge(kind config.Kind, namespace string) []*config.Config {
+	ix := pc.kinds[kind]
+	if ix == nil {
+		return nil
+	}
+	pc.ConfigsByAge(kind)
+	return ix.byAgeNS[namespace]
 }
 
 // SortedNamespaces returns the namespaces that hold configs of kind.

@@ -49,13 +49,13 @@ func PeerAuthnFor(pc *push.PushContext, ns string, labels map[string]string) Pee
 		}
 	}
 	root := RootNamespace(pc)
-	all := pc.ConfigsByAge(config.PeerAuthentication)
-	set(first(all, root, nil, false).GetMtls())
+	set(first(pc.ConfigsInByAge(config.PeerAuthentication, root), nil, false).GetMtls())
 	if ns == root {
 		return out
 	}
-	set(first(all, ns, nil, false).GetMtls())
-	w := first(all, ns, labels, true)
+	inNS := pc.ConfigsInByAge(config.PeerAuthentication, ns)
+	set(first(inNS, nil, false).GetMtls())
+	w := first(inNS, labels, true)
 	if w == nil {
 		return out
 	}
@@ -79,14 +79,10 @@ func ServiceMTLS(pc *push.PushContext, ns string) MTLSMode {
 	return PeerAuthnFor(pc, ns, nil).Mode
 }
 
-// first is the first policy of namespace ns without a selector
-// (withSelector false), or the first whose non-empty selector matches
-// labels (withSelector true).
-func first(cs []*config.Config, ns string, labels map[string]string, withSelector bool) *security.PeerAuthentication {
+// first is the first policy without a selector (withSelector false), or
+// the first whose non-empty selector matches labels (withSelector true).
+func first(cs []*config.Config, labels map[string]string, withSelector bool) *security.PeerAuthentication {
 	for _, c := range cs {
-		if c.Namespace != ns {
-			continue
-		}
 		pa := c.Spec.(*security.PeerAuthentication)
 		sel := pa.GetSelector().GetMatchLabels()
 		if !withSelector && len(sel) == 0 {

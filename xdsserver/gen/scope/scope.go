@@ -372,11 +372,7 @@ func RootNamespace(pc *push.PushContext) string {
 // sidecar index, sorted by creation time); nil if none.
 func SidecarFor(pc *push.PushContext, proxy *model.Proxy) *networking.Sidecar {
 	var nsDefault *networking.Sidecar
-	all := pc.ConfigsByAge(config.Sidecar)
-	for _, c := range all {
-		if c.Namespace != proxy.Namespace {
-			continue
-		}
+	for _, c := range pc.ConfigsInByAge(config.Sidecar, proxy.Namespace) {
 		sc := c.Spec.(*networking.Sidecar)
 		if sel := sc.GetWorkloadSelector(); sel != nil {
 			if LabelsMatch(sel.GetLabels(), proxy.Labels) {
@@ -389,9 +385,8 @@ func SidecarFor(pc *push.PushContext, proxy *model.Proxy) *networking.Sidecar {
 	if nsDefault != nil {
 		return nsDefault
 	}
-	root := RootNamespace(pc)
-	for _, c := range all {
-		if sc := c.Spec.(*networking.Sidecar); c.Namespace == root && sc.GetWorkloadSelector() == nil {
+	for _, c := range pc.ConfigsInByAge(config.Sidecar, RootNamespace(pc)) {
+		if sc := c.Spec.(*networking.Sidecar); sc.GetWorkloadSelector() == nil {
 			return sc
 		}
 	}
