@@ -13,11 +13,10 @@ import (
 // with 125 MB of it anonymous, though its live heap was about half that.
 // Once the daemon has been quiet for a whole period after pushing or
 // taking connections, it collects and returns the free memory, once
-// (debug.FreeOSMemory: one collection, tens of milliseconds of CPU at
-// that heap). A daemon whose config changes every period never trims.
-//
-// The trim collects twice: buffers given back to a sync.Pool (gRPC's
-// read buffers, 15 MB of the heap after a 2,000-proxy push; our own
+// (trimHeap: two collections, tens of milliseconds of CPU each at that
+// heap). A daemon whose config changes every period never trims. It
+// collects twice because buffers given back to a sync.Pool (gRPC's read
+// buffers, 15 MB of the heap after a 2,000-proxy push; our own
 // encoders') survive one collection in the pool's victim cache and are
 // freed by the second.
 

@@ -48,9 +48,10 @@ func (c outChain) conflicts(o outChain) bool {
 // from then on); auto or HTTP over a sniffed entry adds nothing. The
 // services come oldest first, so which of an HTTP and an auto-detected
 // service on one wildcard port was created first decides the default
-// chain: the auto one's TCP chain, or (HTTP first) the fallthrough. A MongoDB or MySQL port shares a listener only
-// with its own protocol (istiod's isConflictWithWellKnownPort: the
-// inspector would break these server-first protocols).
+// chain: the auto one's TCP chain, or (HTTP first) the fallthrough. A
+// MongoDB or MySQL port shares a listener only with its own protocol
+// (istiod's isConflictWithWellKnownPort: the inspector would break these
+// server-first protocols).
 func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.Port, lp scope.Listen, addr, bind string, cidrs []string, fresh bool) {
 	if !fresh && wellKnown(p.Protocol, e.protocol) {
 		return
