@@ -89,12 +89,11 @@ type drLevel struct {
 }
 
 // drEntry is one consolidated rule: the rule (a copy once another is
-// merged into it), the first rule's namespace and selector, and its
-// exportTo.
+// merged into it), the first rule's config (its namespace names the
+// rule's) and selector, and its exportTo.
 type drEntry struct {
 	rule     *networking.DestinationRule
 	meta     config.Meta
-	ns       string
 	selector map[string]string
 	exportTo []string
 	merged   bool
@@ -265,7 +264,7 @@ func consolidate(cs []*config.Config) []drEntry {
 					esel = map[string]string{}
 				}
 			}
-			out = append(out, drEntry{rule: dr, meta: c.Meta, ns: c.Namespace, selector: esel, exportTo: exportTo})
+			out = append(out, drEntry{rule: dr, meta: c.Meta, selector: esel, exportTo: exportTo})
 		}
 	}
 	return out
@@ -299,7 +298,7 @@ func (v *View) selectDR(entries []drEntry) *networking.DestinationRule {
 			catchAll = e.rule
 			continue
 		}
-		if e.ns == v.Proxy.Namespace && LabelsMatch(e.selector, v.Proxy.Labels) {
+		if e.meta.Namespace == v.Proxy.Namespace && LabelsMatch(e.selector, v.Proxy.Labels) {
 			return e.rule
 		}
 	}
