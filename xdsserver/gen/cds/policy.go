@@ -2,6 +2,7 @@ package cds
 
 import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
@@ -28,6 +29,12 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 		applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
 	}
 	c.CircuitBreakers = circuitBreakers(policy.GetConnectionPool(), proxyless)
+	if cp := policy.GetConnectionPool(); cp != nil && !proxyless {
+		// As istiod's applyTCPKeepalive, only with a connection pool:
+		// the mesh's keepalive, each field overridden by the pool's.
+		applyKeepalive(c, v.Push.Mesh.GetTcpKeepalive())
+		applyKeepalive(c, cp.GetTcp().GetTcpKeepalive())
+	}
 	c.TypedExtensionProtocolOptions = protocolOptions(p, policy, v.Proxy)
 	if !proxyless {
 		panicModeOff(c)
@@ -89,12 +96,21 @@ func applyLB(c *clusterv3.Cluster, lb *networking.LoadBalancerSettings, proxyles
 	switch lb.GetSimple() {
 	case networking.LoadBalancerSettings_ROUND_ROBIN:
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+		if ss := slowStart(lb); ss != nil && !proxyless {
+			c.LbConfig = &clusterv3.Cluster_RoundRobinLbConfig_{RoundRobinLbConfig: &clusterv3.Cluster_RoundRobinLbConfig{SlowStartConfig: ss}}
+		}
 	//lint:ignore SA1019 the deprecated setting is still honoured, as istiod does
 	case networking.LoadBalancerSettings_LEAST_REQUEST, networking.LoadBalancerSettings_LEAST_CONN:
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
 		if proxyless {
 			c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN // ignored beside load_balancing_policy
 			c.LoadBalancingPolicy = leastRequestPolicies
+		} else if ss := slowStart(lb); ss != nil {
+			c.LbConfig = &clusterv3.Cluster_LeastRequestLbConfig_{LeastRequestLbConfig: &clusterv3.Cluster_LeastRequestLbConfig{SlowStartConfig: ss}}
+		}
+	case networking.LoadBalancerSettings_UNSPECIFIED: // Istio's default, LEAST_REQUEST
+		if ss := slowStart(lb); ss != nil && !proxyless {
+			c.LbConfig = &clusterv3.Cluster_LeastRequestLbConfig_{LeastRequestLbConfig: &clusterv3.Cluster_LeastRequestLbConfig{SlowStartConfig: ss}}
 		}
 	case networking.LoadBalancerSettings_RANDOM:
 		if !proxyless {
@@ -169,5 +185,50 @@ func applyLocalityWeighted(c *clusterv3.Cluster, lb *networking.LocalityLoadBala
 	}
 	c.CommonLbConfig.LocalityConfigSpecifier = &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
 		LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},
+	}
+}
+
+// slowStart is the warmup of a ROUND_ROBIN or LEAST_REQUEST balancer, as
+// istiod's setWarmup (aggression 1 and a 10% minimum weight unless set;
+// the runtime key "(" is istiod's, a key no runtime has) or, for the
+// deprecated warmupDurationSecs, the window alone; nil without either.
+func slowStart(lb *networking.LoadBalancerSettings) *clusterv3.Cluster_SlowStartConfig {
+	if w := lb.GetWarmup(); w != nil {
+		aggression, minPercent := 1.0, 10.0
+		if a := w.GetAggression(); a != nil {
+			aggression = a.GetValue()
+		}
+		if m := w.GetMinimumPercent(); m != nil {
+			minPercent = m.GetValue()
+		}
+		return &clusterv3.Cluster_SlowStartConfig{SlowStartWindow: w.GetDuration(),
+			Aggression: &corev3.RuntimeDouble{DefaultValue: aggression, RuntimeKey: "("}, MinWeightPercent: &typev3.Percent{Value: minPercent}}
+	}
+	//lint:ignore SA1019 the deprecated setting is still honoured, as istiod does
+	if d := lb.GetWarmupDurationSecs(); d != nil {
+		return &clusterv3.Cluster_SlowStartConfig{SlowStartWindow: d}
+	}
+	return nil
+}
+
+// applyKeepalive sets the upstream TCP keepalive fields k sets (istiod's
+// setKeepAliveSettings): an empty keepalive turns SO_KEEPALIVE on with
+// the kernel's values.
+func applyKeepalive(c *clusterv3.Cluster, k *networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive) {
+	if k == nil {
+		return
+	}
+	if c.UpstreamConnectionOptions == nil {
+		c.UpstreamConnectionOptions = &clusterv3.UpstreamConnectionOptions{TcpKeepalive: &corev3.TcpKeepalive{}}
+	}
+	ka := c.UpstreamConnectionOptions.TcpKeepalive
+	if k.GetProbes() > 0 {
+		ka.KeepaliveProbes = gen.U32(k.GetProbes())
+	}
+	if t := k.GetTime(); t != nil {
+		ka.KeepaliveTime = gen.U32(uint32(t.GetSeconds()))
+	}
+	if i := k.GetInterval(); i != nil {
+		ka.KeepaliveInterval = gen.U32(uint32(i.GetSeconds()))
 	}
 }

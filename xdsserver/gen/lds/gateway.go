@@ -71,6 +71,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 			return true
 		}
 		tls := false
+		sniSeen := map[string]bool{} // the SNI hosts of the port's passthrough chains
 		stat := "outbound_0.0.0.0_" + gen.PortName(port)
 		for _, s := range servers {
 			switch {
@@ -107,7 +108,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 				l.FilterChains = append(l.FilterChains, &b.fc)
 			default:
 				tls = tls || s.Server.GetTls() != nil
-				for _, fc := range l4Chains(v, s, boundTo(s.Gateway)) {
+				for _, fc := range l4Chains(v, s, boundTo(s.Gateway), sniSeen, tlsSockets) {
 					if claim(fc.GetFilterChainMatch().GetServerNames()) {
 						if gwTCP != nil {
 							fc.Filters = append(slices.Clip(gwTCP), fc.Filters...)
@@ -138,10 +139,10 @@ func virtualServicesByGateway(v *scope.View) map[string][]*config.Config {
 	out := map[string][]*config.Config{}
 	for _, c := range v.VirtualServicesByAge() {
 		for _, gw := range c.Spec.(*networking.VirtualService).GetGateways() {
-			if !strings.Contains(gw, "/") {
-				gw = c.Namespace + "/" + gw
+			if gw != config.MeshGateway {
+				gw = config.ResolveGatewayName(gw, c.Namespace)
+				out[gw] = append(out[gw], c)
 			}
-			out[gw] = append(out[gw], c)
 		}
 	}
 	return out
@@ -257,53 +258,65 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, t *n
 	return ts
 }
 
-// tcpProxyTo1 is a tcp_proxy to one cluster, named after it (istiod's
-// stat prefix for a single destination).
-func tcpProxyTo1(cluster string) *listenerv3.Filter { return tcpProxy(cluster, cluster) }
-
-// l4Chains are the chains of a TLS passthrough or TCP server: one per
-// TLS route (SNI) or the first TCP route of the VirtualServices bound to
-// the server's gateway whose hosts the server selects.
-func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config) []*listenerv3.FilterChain {
+// l4Chains are the chains of a TLS passthrough or TCP server, as
+// istiod's createGatewayTCPFilterChainOpts, from the VirtualServices
+// bound to the server's gateway whose hosts the server selects (oldest
+// first). Passthrough: a chain per TLS rule match that applies (port,
+// gateways), matched by its SNI hosts, unless one of them already has a
+// chain on this listener (sniSeen). TCP, or TLS terminated here: one
+// chain, the first TCP rule that applies (terminated: matched by the
+// server's hosts, with its TLS).
+func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, sniSeen map[string]bool, sockets map[tlsKey]*corev3.TransportSocket) []*listenerv3.FilterChain {
 	port := s.Server.GetPort().GetNumber()
-	var out []*listenerv3.FilterChain
-	dest := func(ns string, d *networking.Destination) string {
-		host := v.FQDN(d.GetHost(), ns)
-		p := d.GetPort().GetNumber()
-		if svc := v.ServiceFor(host); svc != nil && p == 0 {
-			if dp, ok := scope.DestinationPort(svc, 0, port); ok {
-				p = dp.Number
-			}
-		}
-		if p == 0 {
-			p = port
-		}
-		return gen.ClusterName(gen.Outbound, p, d.GetSubset(), host)
+	applies := func(ns string, mport uint32, gateways []string) bool {
+		return (mport == 0 || mport == port) && (len(gateways) == 0 || config.GatewayNamed(gateways, ns, s.Gateway))
 	}
+	passthrough := s.Server.GetTls() != nil && scope.IsPassthrough(s.Server.GetTls())
+	var out []*listenerv3.FilterChain
 	for _, c := range vss {
 		vs := c.Spec.(*networking.VirtualService)
 		if !slices.ContainsFunc(vs.GetHosts(), func(h string) bool { return serverSelects(s, c.Namespace, v.FQDN(h, c.Namespace)) }) {
 			continue
 		}
-		if s.Server.GetTls() != nil {
-			for _, r := range vs.GetTls() {
-				for _, m := range r.GetMatch() {
-					if (m.GetPort() != 0 && m.GetPort() != port) || len(r.GetRoute()) == 0 {
-						continue
-					}
-					names := slices.Clone(m.GetSniHosts())
-					slices.Sort(names)
-					out = append(out, &listenerv3.FilterChain{
-						FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: names},
-						Filters:          []*listenerv3.Filter{tcpProxyTo1(dest(c.Namespace, r.GetRoute()[0].GetDestination()))},
-					})
+		if !passthrough {
+			for _, r := range vs.GetTcp() {
+				if len(r.GetRoute()) == 0 || len(r.GetMatch()) > 0 && !slices.ContainsFunc(r.GetMatch(), func(m *networking.L4MatchAttributes) bool {
+					return applies(c.Namespace, m.GetPort(), m.GetGateways())
+				}) {
+					continue
 				}
+				tp := l4Proxy(v, c, r.GetRoute(), port)
+				if tp == nil {
+					continue
+				}
+				fc := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}
+				if t := s.Server.GetTls(); t != nil {
+					fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: serverNames(s.Server.GetHosts())}
+					fc.TransportSocket = downstreamTLS(sockets, v.Proxy, t)
+				}
+				return []*listenerv3.FilterChain{fc}
 			}
 			continue
 		}
-		for _, r := range vs.GetTcp() {
-			if len(r.GetRoute()) > 0 {
-				return append(out, &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo1(dest(c.Namespace, r.GetRoute()[0].GetDestination()))}})
+		for _, r := range vs.GetTls() {
+			if len(r.GetRoute()) == 0 {
+				continue
+			}
+			for _, m := range r.GetMatch() {
+				if !applies(c.Namespace, m.GetPort(), m.GetGateways()) || slices.ContainsFunc(m.GetSniHosts(), func(h string) bool { return sniSeen[h] }) {
+					continue // istiod: "duplicate SNI host names", the rule skipped
+				}
+				for _, h := range m.GetSniHosts() {
+					sniSeen[h] = true
+				}
+				tp := l4Proxy(v, c, r.GetRoute(), port)
+				if tp == nil {
+					continue
+				}
+				out = append(out, &listenerv3.FilterChain{
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: m.GetSniHosts()},
+					Filters:          []*listenerv3.Filter{tcpProxyTo(tp)},
+				})
 			}
 		}
 	}

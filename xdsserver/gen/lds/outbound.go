@@ -162,51 +162,24 @@ func outboundCluster(svc *model.Service, p model.Port) string {
 }
 
 // tcpRoute is the tcp_proxy for a service port: the first TCP route of
-// its VirtualService that applies (port, source labels), with weighted
-// destinations; else straight to the service's cluster. The stat prefix
-// is the cluster's name, for weighted destinations "VS_NAME.NAMESPACE"
-// (istiod's). The VirtualService whose route it is comes back too (nil
-// for none): its chain names it in its metadata.
+// its VirtualService that applies (port, source labels, gateways,
+// source namespace), as l4Proxy builds it; else straight to the
+// service's cluster. The VirtualService whose route it is comes back too
+// (nil for none): its chain names it in its metadata.
 func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) (*tcpproxyv3.TcpProxy, *config.Config) {
-	tp := &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}
 	c := v.VirtualServiceFor(svc.Hostname)
 	if c == nil {
-		return tp, nil
+		return &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, nil
 	}
 	for _, r := range c.Spec.(*networking.VirtualService).GetTcp() {
-		if !tcpApplies(v, r.GetMatch(), p.Number) || len(r.GetRoute()) == 0 {
+		if len(r.GetRoute()) == 0 || !tcpApplies(v, r.GetMatch(), p.Number) {
 			continue
 		}
-		name := func(d *networking.Destination) string {
-			host := v.FQDN(d.GetHost(), c.Namespace)
-			port := d.GetPort().GetNumber()
-			if port == 0 {
-				port = p.Number
-				if ds := v.ServiceFor(host); ds != nil {
-					if dp, ok := scope.DestinationPort(ds, 0, p.Number); ok {
-						port = dp.Number
-					}
-				}
-			}
-			return gen.ClusterName(gen.Outbound, port, d.GetSubset(), host)
-		}
-		if len(r.GetRoute()) == 1 {
-			cl := name(r.GetRoute()[0].GetDestination())
-			tp.StatPrefix, tp.ClusterSpecifier = cl, &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}
+		if tp := l4Proxy(v, c, r.GetRoute(), p.Number); tp != nil {
 			return tp, c
 		}
-		wc := &tcpproxyv3.TcpProxy_WeightedCluster{}
-		for _, d := range r.GetRoute() {
-			if d.GetWeight() > 0 {
-				wc.Clusters = append(wc.Clusters, &tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{Name: name(d.GetDestination()), Weight: uint32(d.GetWeight())})
-			}
-		}
-		if len(wc.Clusters) > 0 {
-			tp.StatPrefix, tp.ClusterSpecifier = c.Name+"."+c.Namespace, &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}
-		}
-		return tp, c
 	}
-	return tp, nil
+	return &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, nil
 }
 
 // vsMetadata is a chain's filter_metadata.istio.config naming the
@@ -217,15 +190,25 @@ func vsMetadata(c *config.Config) *corev3.Metadata {
 	}}}}
 }
 
+// tcpApplies reports whether a TCP route with matches ms applies to this
+// sidecar on port (istiod's matchTCP with the gateways {"mesh"}).
 func tcpApplies(v *scope.View, ms []*networking.L4MatchAttributes, port uint32) bool {
 	if len(ms) == 0 {
 		return true
 	}
 	for _, m := range ms {
-		if (m.GetPort() == 0 || m.GetPort() == port) && scope.LabelsMatch(m.GetSourceLabels(), v.Proxy.Labels) &&
-			(len(m.GetGateways()) == 0 || slices.Contains(m.GetGateways(), "mesh")) {
+		if l4Applies(v, m.GetPort(), m.GetGateways(), m.GetSourceLabels(), m.GetSourceNamespace(), port) {
 			return true
 		}
 	}
 	return false
+}
+
+// l4Applies is istiod's matchTCP and matchTLS for a sidecar: the match's
+// port, gateways ("mesh" among them, when any), source labels and source
+// namespace.
+func l4Applies(v *scope.View, mport uint32, gateways []string, labels map[string]string, ns string, port uint32) bool {
+	return (mport == 0 || mport == port) && scope.LabelsMatch(labels, v.Proxy.Labels) &&
+		(len(gateways) == 0 || slices.Contains(gateways, config.MeshGateway)) &&
+		(ns == "" || ns == v.Proxy.Namespace)
 }

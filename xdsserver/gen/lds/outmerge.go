@@ -80,17 +80,7 @@ func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.
 	var in []outChain
 	switch lp {
 	case scope.ListenTLS:
-		// TCP to istiod: a chain for the host's SNI and, on the service's
-		// own address, every other connection too; the two share one
-		// (never altered) tcp_proxy filter list.
-		stat := outboundCluster(svc, p)
-		filters := []*listenerv3.Filter{tcpProxy(stat, stat)}
-		in = []outChain{{cidrs: cidrs, sni: []string{svc.Hostname}, fc: &listenerv3.FilterChain{
-			FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{svc.Hostname}}, Filters: filters,
-		}}}
-		if addr != "" {
-			in = append(in, outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: filters}})
-		}
+		in = tlsChains(v, svc, p, addr, cidrs) // l4route.go
 		if !fresh && e.protocol.IsHTTP() {
 			e.protocol = model.Unsupported
 		}

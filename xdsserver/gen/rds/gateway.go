@@ -116,9 +116,12 @@ func (g *gatewayRoutes) indexVirtualServices() {
 			}
 			var gi int32
 			var ok bool
-			if strings.Contains(gw, "/") {
+			switch {
+			case strings.HasPrefix(gw, "./") || !strings.Contains(gw, "/") && strings.Contains(gw, "."):
+				gi, ok = gws[config.ResolveGatewayName(gw, c.Namespace)] // rare forms
+			case strings.Contains(gw, "/"):
 				gi, ok = gws[gw]
-			} else { // "name" is the VirtualService's namespace's
+			default: // "name" is the VirtualService's namespace's
 				b := append(append(append(buf[:0], c.Namespace...), '/'), gw...)
 				gi, ok = gws[string(b)]
 			}

@@ -8,21 +8,23 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
 
-// applies reports whether an HTTP match condition applies to routes
-// served on port for this proxy and gateway: its port, gateways, source
-// labels and source namespace.
-func (b *routeBuilder) applies(m *networking.HTTPMatchRequest) bool {
+// applies reports whether an HTTP match condition of a VirtualService in
+// namespace ns applies to routes served on port for this proxy and
+// gateway: its port, gateways (short names are ns's, as istiod resolves
+// them), source labels and source namespace.
+func (b *routeBuilder) applies(ns string, m *networking.HTTPMatchRequest) bool {
 	if m == nil {
 		return true
 	}
 	if m.GetPort() != 0 && m.GetPort() != b.port {
 		return false
 	}
-	if gws := m.GetGateways(); len(gws) > 0 && !slices.Contains(gws, b.gateway) {
+	if gws := m.GetGateways(); len(gws) > 0 && !config.GatewayNamed(gws, ns, b.gateway) {
 		return false
 	}
 	if b.gateway == "mesh" && !scope.LabelsMatch(m.GetSourceLabels(), b.v.Proxy.Labels) {

@@ -68,14 +68,14 @@ func (b *routeBuilder) vsRoutes(c *config.Config, acts *actions) []*routev3.Rout
 			if catchAll {
 				break
 			}
-			if !b.applies(m) {
+			if !b.applies(c.Namespace, m) {
 				continue
 			}
 			if first == nil {
 				first = b.route(c.Namespace, hr, m, acts)
 				out = append(out, first)
 				catchAll = isCatchAll(first)
-				if k, prefixes := b.countApplying(ms[j+1:]); k > 0 && prefixes {
+				if k, prefixes := b.countApplying(c.Namespace, ms[j+1:]); k > 0 && prefixes {
 					restMatched = make([]matchedRoute, 0, k)
 				} else if k > 0 {
 					rest = make([]routev3.Route, 0, k)
@@ -126,10 +126,10 @@ func routeName(hr *networking.HTTPRoute, m *networking.HTTPMatchRequest) string 
 
 // countApplying counts the match conditions of ms that apply and
 // reports whether they all match a prefix.
-func (b *routeBuilder) countApplying(ms []*networking.HTTPMatchRequest) (n int, prefixes bool) {
+func (b *routeBuilder) countApplying(ns string, ms []*networking.HTTPMatchRequest) (n int, prefixes bool) {
 	prefixes = true
 	for _, m := range ms {
-		if b.applies(m) {
+		if b.applies(ns, m) {
 			n++
 			prefixes = prefixes && isPrefix(m)
 		}

@@ -1,0 +1,111 @@
+package lds
+
+import (
+	"slices"
+	"strings"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
+)
+
+// l4Proxy is the tcp_proxy of a TCP or TLS rule's routes of the
+// VirtualService c, reached on listener port, as istiod's
+// buildOutboundNetworkFilters: one destination goes to its cluster (its
+// name the stat prefix too); several to weighted clusters (those with a
+// weight), stat prefix "NAME.NAMESPACE". nil when no route has a weight.
+func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestination, port uint32) *tcpproxyv3.TcpProxy {
+	if len(routes) == 1 {
+		cl := l4Cluster(v, c.Namespace, routes[0].GetDestination(), port)
+		return &tcpproxyv3.TcpProxy{StatPrefix: cl, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}}
+	}
+	wc := &tcpproxyv3.TcpProxy_WeightedCluster{}
+	for _, r := range routes {
+		if r.GetWeight() > 0 {
+			wc.Clusters = append(wc.Clusters, &tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight{
+				Name: l4Cluster(v, c.Namespace, r.GetDestination(), port), Weight: uint32(r.GetWeight())})
+		}
+	}
+	if len(wc.Clusters) == 0 {
+		return nil
+	}
+	return &tcpproxyv3.TcpProxy{StatPrefix: c.Name + "." + c.Namespace, ClusterSpecifier: &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}}
+}
+
+// l4Cluster is a route destination's cluster (istiod's
+// GetDestinationCluster): its port, else a single-port service's port,
+// else the listener's.
+func l4Cluster(v *scope.View, ns string, d *networking.Destination, port uint32) string {
+	host := v.FQDN(d.GetHost(), ns)
+	p := d.GetPort().GetNumber()
+	if p == 0 {
+		p = port
+		if svc := v.ServiceFor(host); svc != nil {
+			if dp, ok := scope.DestinationPort(svc, 0, port); ok {
+				p = dp.Number
+			}
+		}
+	}
+	return gen.ClusterName(gen.Outbound, p, d.GetSubset(), host)
+}
+
+// tlsChains are the chains of a sidecar's TLS or HTTPS service port, as
+// istiod's buildSidecarOutboundTLSFilterChainOpts: one per TLS route
+// match of the host's VirtualService that applies to this sidecar (by
+// its SNI hosts and destination subnets, the first match of each such
+// pair only), else one to the service's cluster, matched by the host as
+// SNI only where the listener cannot tell the service by address (no
+// address of its own, or a CIDR).
+func tlsChains(v *scope.View, svc *model.Service, p model.Port, addr string, cidrs []string) []outChain {
+	var out []outChain
+	if c := v.VirtualServiceFor(svc.Hostname); c != nil {
+		var seen []string
+		for _, r := range c.Spec.(*networking.VirtualService).GetTls() {
+			if len(r.GetRoute()) == 0 {
+				continue
+			}
+			for _, m := range r.GetMatch() {
+				if !l4Applies(v, m.GetPort(), m.GetGateways(), m.GetSourceLabels(), m.GetSourceNamespace(), p.Number) {
+					continue
+				}
+				key := strings.Join(m.GetSniHosts(), ",") + "|" + strings.Join(m.GetDestinationSubnets(), ",")
+				if slices.Contains(seen, key) {
+					continue
+				}
+				seen = append(seen, key)
+				tp := l4Proxy(v, c, r.GetRoute(), p.Number)
+				if tp == nil {
+					continue
+				}
+				ch := outChain{cidrs: cidrs, sni: m.GetSniHosts(), fc: &listenerv3.FilterChain{
+					Filters: []*listenerv3.Filter{tcpProxyTo(tp)}, Metadata: vsMetadata(c)}}
+				if len(m.GetDestinationSubnets()) > 0 {
+					ch.cidrs = m.GetDestinationSubnets()
+				}
+				if len(ch.sni) > 0 {
+					ch.fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.sni}
+				}
+				out = append(out, ch)
+			}
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
+	port := p.Number
+	if len(svc.Ports) == 1 {
+		port = svc.Ports[0].Number
+	}
+	cluster := gen.ClusterName(gen.Outbound, port, "", svc.Hostname)
+	ch := outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}}}
+	if len(cidrs) > 0 || addr == "" {
+		ch.sni = []string{svc.Hostname}
+		ch.fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.sni}
+	}
+	return []outChain{ch}
+}
