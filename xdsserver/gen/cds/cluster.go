@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	meshconfig "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -54,9 +55,9 @@ func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset str
 		}
 		c.LoadAssignment = dnsAssignment(v, svc, p, labels, name, policy, typ == clusterv3.Cluster_LOGICAL_DNS)
 	}
-	applyPolicy(c, v, p, policy, true)
+	h2 := applyPolicy(c, v, p, policy, true)
 	if !proxyless {
-		applyTLS(c, v, svc, p, subset, policy.GetTls())
+		applyTLS(c, v, svc, p, subset, policy.GetTls(), h2)
 	} else {
 		c.TransportSocket = grpcTLS(v, svc, policy.GetTls())
 	}
@@ -119,40 +120,85 @@ func connectTimeout(v *scope.View, policy *networking.TrafficPolicy) *durationpb
 	return gen.Duration(10 * time.Second)
 }
 
-// protocolOptions makes upstream connections HTTP/2 (HTTP2, gRPC ports)
-// or, from a sidecar to an auto-detected port, the protocol the request
-// came in (istiod's setUseDownstreamProtocol: sniffing decided it), and
-// carries the connection pool's idle timeout and requests per
-// connection. A proxyless client gets none.
-func protocolOptions(p model.Port, policy *networking.TrafficPolicy, proxy *model.Proxy) map[string]*anypb.Any {
-	h := policy.GetConnectionPool().GetHttp()
-	downstream := p.Protocol == model.Unsupported && proxy.Type == model.SidecarProxy
-	if proxy.Proxyless || (!p.Protocol.IsHTTP2() && !downstream && h.GetIdleTimeout() == nil && h.GetMaxRequestsPerConnection() == 0) {
-		return nil
+// protocolOptions is a cluster's upstream HTTP protocol options, built
+// in istiod's order (setUpstreamProtocol, applyH2Upgrade,
+// applyConnectionPool, and clusterWrapper.build's HTTP/1 default), and
+// whether the cluster is HTTP/2 (istiod's isHttp2Cluster, which decides
+// the h2 ALPN of its TLS): HTTP/2 for HTTP2 and gRPC ports and where
+// h2UpgradePolicy (the pool's, else the mesh's for HTTP ports) upgrades
+// an outbound cluster; from a sidecar to an auto-detected port, or with
+// useClientProtocol, the protocol the request came in; the pool's idle
+// timeout (its TCP one when HTTP sets none, as for TCP clusters too),
+// maximum connection duration and requests per connection, and on an
+// HTTP/2 cluster its stream limit and keepalive. nil when none applies;
+// a proxyless client gets none.
+func protocolOptions(v *scope.View, p model.Port, policy *networking.TrafficPolicy, outbound bool) (map[string]*anypb.Any, bool) {
+	proxy := v.Proxy
+	if proxy.Proxyless {
+		return nil, false
 	}
-	if downstream && h.GetIdleTimeout() == nil && h.GetMaxRequestsPerConnection() == 0 {
-		return useDownstream
+	cp := policy.GetConnectionPool()
+	h, t := cp.GetHttp(), cp.GetTcp()
+	downstream := p.Protocol == model.Unsupported && proxy.Type == model.SidecarProxy
+	h2 := p.Protocol.IsHTTP2() || !downstream && outbound && h2Upgrade(p, v.Push.Mesh.GetH2UpgradePolicy(), h)
+	idle := h.GetIdleTimeout()
+	if idle == nil {
+		idle = t.GetIdleTimeout()
+	}
+	maxConn := t.GetMaxConnectionDuration()
+	common := idle != nil || maxConn != nil || h.GetMaxRequestsPerConnection() > 0 || h.GetMaxConcurrentStreams() > 0 || h.GetHttp2KeepAlive() != nil
+	useClient := h.GetUseClientProtocol()
+	switch {
+	case !h2 && !downstream && !common && !useClient:
+		return nil, false
+	case !common && !useClient && h2:
+		return h2Only, true
+	case !common && (downstream || useClient):
+		return useDownstream, false
 	}
 	opts := &httpv3.HttpProtocolOptions{}
-	if h.GetIdleTimeout() != nil || h.GetMaxRequestsPerConnection() > 0 {
-		opts.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: h.GetIdleTimeout()}
+	if common {
+		opts.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: idle, MaxConnectionDuration: maxConn}
 		if n := h.GetMaxRequestsPerConnection(); n > 0 {
 			opts.CommonHttpProtocolOptions.MaxRequestsPerConnection = gen.U32(uint32(n))
 		}
 	}
 	switch {
-	case p.Protocol.IsHTTP2():
-		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-		}}
-	case downstream:
+	case useClient || downstream:
 		opts.UpstreamProtocolOptions = useDownstreamConfig
+		h2 = false
+	case h2:
+		h2o := &corev3.Http2ProtocolOptions{}
+		if n := h.GetMaxConcurrentStreams(); n > 0 {
+			h2o.MaxConcurrentStreams = gen.U32(uint32(n))
+		}
+		if ka := h.GetHttp2KeepAlive(); ka != nil {
+			h2o.ConnectionKeepalive = &corev3.KeepaliveSettings{Interval: ka.GetInterval(), Timeout: ka.GetTimeout()}
+		}
+		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: h2o},
+		}}
 	default:
 		opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
 			ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: &corev3.Http1ProtocolOptions{}},
 		}}
 	}
-	return map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(opts)}
+	return map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(opts)}, h2
+}
+
+// h2Upgrade is istiod's shouldH2Upgrade: the pool's h2UpgradePolicy
+// decides (never with useClientProtocol); without one, the mesh's, for
+// HTTP ports only.
+func h2Upgrade(p model.Port, mesh meshconfig.MeshConfig_H2UpgradePolicy, h *networking.ConnectionPoolSettings_HTTPSettings) bool {
+	switch {
+	case h.GetUseClientProtocol():
+		return false
+	case h.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_UPGRADE:
+		return true
+	case h.GetH2UpgradePolicy() == networking.ConnectionPoolSettings_HTTPSettings_DO_NOT_UPGRADE:
+		return false
+	}
+	return p.Protocol.IsHTTP() && mesh == meshconfig.MeshConfig_UPGRADE
 }
 
 // Shared, never altered.
@@ -161,6 +207,9 @@ var (
 		HttpProtocolOptions: &corev3.Http1ProtocolOptions{}, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
 	}}
 	useDownstream = map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: useDownstreamConfig})}
+	h2Only        = map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(&httpv3.HttpProtocolOptions{UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{
+		ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}}},
+	}})}
 )
 
 // dnsRefresh re-resolves a DNS cluster's names as istiod has Envoy do:

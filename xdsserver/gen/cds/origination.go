@@ -24,7 +24,7 @@ import (
 // Istio agent's proxy reads them through the agent's SDS ("file-cert:",
 // "file-root:", "file-root:system" without a CA, as the agent serves
 // them with rotation), another Envoy from the files itself.
-func originationTLS(v *scope.View, svc *model.Service, p model.Port, t *networking.ClientTLSSettings) *tlsv3.UpstreamTlsContext {
+func originationTLS(v *scope.View, svc *model.Service, p model.Port, t *networking.ClientTLSSettings, h2 bool) *tlsv3.UpstreamTlsContext {
 	ctx := &tlsv3.UpstreamTlsContext{Sni: t.GetSni(), CommonTlsContext: &tlsv3.CommonTlsContext{TlsParams: istioTLSParams}}
 	if ctx.Sni == "" && !p.Protocol.IsHTTP() && !isWildcard(svc.Hostname) {
 		ctx.Sni = svc.Hostname
@@ -74,7 +74,7 @@ func originationTLS(v *scope.View, svc *model.Service, p model.Port, t *networki
 			cc.TlsCertificates = []*tlsv3.TlsCertificate{{CertificateChain: file(t.GetClientCertificate()), PrivateKey: file(t.GetPrivateKey())}}
 		}
 	}
-	if p.Protocol.IsHTTP2() {
+	if h2 {
 		cc.AlpnProtocols = alpnH2
 	}
 	return ctx

@@ -14,8 +14,9 @@ import (
 
 // applyPolicy sets the load balancer (when lb, i.e. the cluster type
 // allows choosing one), outlier detection, circuit breakers and HTTP
-// protocol options from a merged traffic policy.
-func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *networking.TrafficPolicy, lb bool) {
+// protocol options from a merged traffic policy, and reports whether the
+// cluster is HTTP/2 (protocolOptions).
+func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *networking.TrafficPolicy, lb bool) bool {
 	proxyless := v.Proxy.Proxyless
 	if lb {
 		applyLB(c, policy.GetLoadBalancer(), proxyless)
@@ -35,10 +36,12 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 		applyKeepalive(c, v.Push.Mesh.GetTcpKeepalive())
 		applyKeepalive(c, cp.GetTcp().GetTcpKeepalive())
 	}
-	c.TypedExtensionProtocolOptions = protocolOptions(p, policy, v.Proxy)
+	var h2 bool
+	c.TypedExtensionProtocolOptions, h2 = protocolOptions(v, p, policy, true)
 	if !proxyless {
 		panicModeOff(c)
 	}
+	return h2
 }
 
 // panicModeOff sets a healthy panic threshold of 0% where no outlier

@@ -109,7 +109,7 @@ func inboundPassthrough(p *model.Proxy) *clusterv3.Cluster {
 func inboundCluster(inst scope.Instance, v *scope.View) *clusterv3.Cluster {
 	c := originalDst(gen.ClusterName(gen.Inbound, inst.TargetPort, "", ""))
 	c.UpstreamBindConfig = bindLocal(v.Proxy)
-	c.TypedExtensionProtocolOptions = protocolOptions(inst.Port, nil, v.Proxy)
+	c.TypedExtensionProtocolOptions, _ = protocolOptions(v, inst.Port, nil, false)
 	c.CommonLbConfig = emptyLB
 	if inst.Endpoint == "" {
 		c.CleanupInterval = noCleanup

@@ -25,9 +25,9 @@ const tlsSocketName = "envoy.transport_sockets.tls"
 // cluster with endpoints of its own (not ORIGINAL_DST): Istio mTLS to
 // endpoints labelled security.istio.io/tlsMode=istio (EDS carries the
 // label as transport socket match metadata), plaintext to the others.
-func applyTLS(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings) {
+func applyTLS(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings, h2 bool) {
 	if t != nil {
-		c.TransportSocket = transportSocket(v, svc, p, subset, t)
+		c.TransportSocket = transportSocket(v, svc, p, subset, t, h2)
 		if c.TransportSocket != nil && (t.GetMode() == networking.ClientTLSSettings_SIMPLE || t.GetMode() == networking.ClientTLSSettings_MUTUAL) {
 			autoSNI(c, t)
 		}
@@ -36,7 +36,7 @@ func applyTLS(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.P
 	if !autoMTLS(v, svc) || c.GetType() == clusterv3.Cluster_ORIGINAL_DST {
 		return
 	}
-	mtls := transportSocket(v, svc, p, subset, autoMTLSSettings)
+	mtls := transportSocket(v, svc, p, subset, autoMTLSSettings, h2)
 	c.TransportSocketMatches = []*clusterv3.Cluster_TransportSocketMatch{
 		{Name: "tlsMode-istio", Match: tlsModeIstio, TransportSocket: mtls},
 		plaintextMatch,
@@ -84,11 +84,11 @@ const TLSModeLabel = "security.istio.io/tlsMode"
 
 // transportSocket builds the UpstreamTlsContext for a DestinationRule's
 // TLS mode; nil for DISABLE.
-func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings) *corev3.TransportSocket {
+func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset string, t *networking.ClientTLSSettings, h2 bool) *corev3.TransportSocket {
 	var ctx *tlsv3.UpstreamTlsContext
 	switch t.GetMode() {
 	case networking.ClientTLSSettings_SIMPLE, networking.ClientTLSSettings_MUTUAL:
-		ctx = originationTLS(v, svc, p, t)
+		ctx = originationTLS(v, svc, p, t, h2)
 	case networking.ClientTLSSettings_ISTIO_MUTUAL:
 		def, root := adsDefault, adsRoot
 		if v.Proxy.IstioVersion != "" {
@@ -107,7 +107,7 @@ func transportSocket(v *scope.View, svc *model.Service, p model.Port, subset str
 			vc = &tlsv3.CertificateValidationContext{}
 		}
 		alpn := istioALPN
-		if p.Protocol.IsHTTP2() {
+		if h2 {
 			alpn = istioALPNH2
 		}
 		ctx = &tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: &tlsv3.CommonTlsContext{

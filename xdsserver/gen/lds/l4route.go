@@ -6,6 +6,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -20,9 +21,10 @@ import (
 // name the stat prefix too); several to weighted clusters (those with a
 // weight), stat prefix "NAME.NAMESPACE". nil when no route has a weight.
 func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestination, port uint32) *tcpproxyv3.TcpProxy {
+	first := routes[0].GetDestination()
 	if len(routes) == 1 {
-		cl := l4Cluster(v, c.Namespace, routes[0].GetDestination(), port)
-		return &tcpproxyv3.TcpProxy{StatPrefix: cl, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}}
+		cl := l4Cluster(v, c.Namespace, first, port)
+		return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: cl, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}}, v.FQDN(first.GetHost(), c.Namespace), first.GetSubset())
 	}
 	wc := &tcpproxyv3.TcpProxy_WeightedCluster{}
 	for _, r := range routes {
@@ -34,8 +36,50 @@ func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestinat
 	if len(wc.Clusters) == 0 {
 		return nil
 	}
-	return &tcpproxyv3.TcpProxy{StatPrefix: c.Name + "." + c.Namespace, ClusterSpecifier: &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}}
+	return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: c.Name + "." + c.Namespace, ClusterSpecifier: &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}},
+		v.FQDN(first.GetHost(), c.Namespace), "")
 }
+
+// withPool sets on tp what the DestinationRule of host (the first
+// destination's) says about its connections, as istiod's
+// buildOutboundNetworkFiltersWithSingleDestination and
+// WithWeightedClusters: the top-level TCP pool's idle timeout and
+// maximum connection duration, and a source IP hash where the rule's
+// balancer (the subset's, when it sets one) hashes by source IP. tp is
+// returned.
+func withPool(v *scope.View, tp *tcpproxyv3.TcpProxy, host, subset string) *tcpproxyv3.TcpProxy {
+	if !v.HasDestinationRules() {
+		return tp
+	}
+	svc := v.ServiceFor(host)
+	if svc == nil {
+		return tp
+	}
+	dr := v.DestinationRule(svc)
+	if dr == nil {
+		return tp
+	}
+	t := dr.GetTrafficPolicy().GetConnectionPool().GetTcp()
+	tp.IdleTimeout, tp.MaxDownstreamConnectionDuration = t.GetIdleTimeout(), t.GetMaxConnectionDuration()
+	sourceIP := dr.GetTrafficPolicy().GetLoadBalancer().GetConsistentHash().GetUseSourceIp()
+	for _, s := range dr.GetSubsets() {
+		if s.GetName() != subset {
+			continue
+		}
+		if lb := s.GetTrafficPolicy().GetLoadBalancer(); lb != nil {
+			sourceIP = lb.GetConsistentHash().GetUseSourceIp()
+		}
+		break
+	}
+	if sourceIP {
+		tp.HashPolicy = sourceIPHash
+	}
+	return tp
+}
+
+// sourceIPHash is shared by every tcp_proxy that hashes by source IP;
+// never altered.
+var sourceIPHash = []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}}
 
 // l4Cluster is a route destination's cluster (istiod's
 // GetDestinationCluster): its port, else a single-port service's port,
@@ -102,7 +146,8 @@ func tlsChains(v *scope.View, svc *model.Service, p model.Port, addr string, cid
 		port = svc.Ports[0].Number
 	}
 	cluster := gen.ClusterName(gen.Outbound, port, "", svc.Hostname)
-	ch := outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}}}
+	tp := withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc.Hostname, "")
+	ch := outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}}
 	if len(cidrs) > 0 || addr == "" {
 		ch.sni = []string{svc.Hostname}
 		ch.fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.sni}

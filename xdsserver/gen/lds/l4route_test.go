@@ -161,3 +161,60 @@ func TestGatewayL4Routes(t *testing.T) {
 		t.Errorf("TCP server: weighted %v, stat prefix %q; want %v, db.default", got, tp.GetStatPrefix(), want)
 	}
 }
+
+// TestTCPProxyPool: a tcp_proxy carries its destination's
+// DestinationRule: the TCP pool's idle timeout and maximum connection
+// duration, and a source IP hash where the rule hashes by source IP and
+// the route's subset does not balance otherwise (istiod's
+// maybeSetHashPolicy). Before, neither reached the listener.
+func TestTCPProxyPool(t *testing.T) {
+	pc := gentest.MustBuild(t, `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: pg, namespace: default}
+spec:
+  hosts: [pg.example.internal]
+  addresses: [10.96.9.1]
+  ports: [{number: 5432, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.9.1, labels: {role: a}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: mq, namespace: default}
+spec:
+  hosts: [mq.example.internal]
+  addresses: [10.96.9.2]
+  ports: [{number: 5672, name: tcp, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.9.2}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: pg, namespace: default}
+spec:
+  host: pg.example.internal
+  trafficPolicy:
+    loadBalancer: {consistentHash: {useSourceIp: true}}
+    connectionPool: {tcp: {idleTimeout: 30m, maxConnectionDuration: 2h}}
+  subsets:
+  - {name: a, labels: {role: a}, trafficPolicy: {loadBalancer: {simple: ROUND_ROBIN}}}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: mq, namespace: default}
+spec:
+  hosts: [mq.example.internal]
+  tcp: [{route: [{destination: {host: pg.example.internal, subset: a}}]}]
+`)
+	p := gentest.Node(t, "sidecar~10.0.0.1~a.default~default.svc.cluster.local", nil)
+	ls := gentest.ByName[*listenerv3.Listener](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}))
+	tp := tcpProxyOf(t, ls["10.96.9.1_5432"].GetFilterChains()[0])
+	if tp.GetIdleTimeout().AsDuration().Minutes() != 30 || tp.GetMaxDownstreamConnectionDuration().AsDuration().Hours() != 2 || len(tp.GetHashPolicy()) != 1 {
+		t.Errorf("pg: idle %v, max duration %v, hash %v; want 30m, 2h, source IP", tp.GetIdleTimeout(), tp.GetMaxDownstreamConnectionDuration(), tp.GetHashPolicy())
+	}
+	tp = tcpProxyOf(t, ls["10.96.9.2_5672"].GetFilterChains()[0])
+	if tp.GetCluster() != "outbound|5432|a|pg.example.internal" || tp.GetIdleTimeout() == nil || len(tp.GetHashPolicy()) != 0 {
+		t.Errorf("mq routed to pg's subset a: cluster %s, idle %v, hash %v; want pg's pool, no hash (the subset balances round robin)", tp.GetCluster(), tp.GetIdleTimeout(), tp.GetHashPolicy())
+	}
+}

@@ -1,0 +1,104 @@
+package cds
+
+import (
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
+)
+
+// TestProtocolOptionsAsIstiod: a connection pool's settings reach the
+// upstream HTTP protocol options as istiod's applyConnectionPool puts
+// them, TCP clusters included (their idle timeout and maximum duration
+// are Envoy's common HTTP options there too); h2UpgradePolicy UPGRADE
+// makes an HTTP port's cluster HTTP/2, with the pool's stream limit and
+// keepalive, and its mTLS offers h2; useClientProtocol turns an HTTP/2
+// port's cluster to the downstream protocol, without h2 in its ALPN.
+// Before, only HTTP idle timeout and requests per connection were
+// carried.
+func TestProtocolOptionsAsIstiod(t *testing.T) {
+	pc := gentest.MustBuild(t, `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: svc, namespace: default}
+spec:
+  hosts: [svc.example.internal]
+  location: MESH_INTERNAL
+  ports:
+  - {number: 5432, name: tcp, protocol: TCP}
+  - {number: 8080, name: http, protocol: HTTP}
+  - {number: 9090, name: grpc, protocol: GRPC}
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.9}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: svc, namespace: default}
+spec:
+  host: svc.example.internal
+  trafficPolicy:
+    connectionPool:
+      tcp: {idleTimeout: 30m, maxConnectionDuration: 2h}
+    portLevelSettings:
+    - port: {number: 8080}
+      connectionPool:
+        tcp: {idleTimeout: 30m}
+        http: {h2UpgradePolicy: UPGRADE, maxConcurrentStreams: 64, http2KeepAlive: {interval: 10s, timeout: 5s}}
+    - port: {number: 9090}
+      connectionPool: {http: {useClientProtocol: true}}
+`)
+	p := gentest.Node(t, "sidecar~10.0.0.1~a.default~default.svc.cluster.local", nil)
+	cs := gentest.ByName[*clusterv3.Cluster](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}))
+	opts := func(name string) string {
+		c := cs[name]
+		if c == nil {
+			t.Fatalf("no cluster %s", name)
+		}
+		a := c.GetTypedExtensionProtocolOptions()[httpProtocolOptionsKey]
+		if a == nil {
+			return ""
+		}
+		o := &httpv3.HttpProtocolOptions{}
+		if err := a.UnmarshalTo(o); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := protojson.Marshal(o)
+		return string(b)
+	}
+	norm := func(s string) string {
+		o := &httpv3.HttpProtocolOptions{}
+		if err := protojson.Unmarshal([]byte(s), o); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := protojson.Marshal(o)
+		return string(b)
+	}
+	for name, want := range map[string]string{
+		"outbound|5432||svc.example.internal": `{"commonHttpProtocolOptions":{"idleTimeout":"1800s","maxConnectionDuration":"7200s"},"explicitHttpConfig":{"httpProtocolOptions":{}}}`,
+		"outbound|8080||svc.example.internal": `{"commonHttpProtocolOptions":{"idleTimeout":"1800s"},"explicitHttpConfig":{"http2ProtocolOptions":{"maxConcurrentStreams":64,"connectionKeepalive":{"interval":"10s","timeout":"5s"}}}}`,
+		"outbound|9090||svc.example.internal": `{"useDownstreamProtocolConfig":{"httpProtocolOptions":{},"http2ProtocolOptions":{}}}`,
+	} {
+		if got := opts(name); got != norm(want) {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, norm(want))
+		}
+	}
+	alpn := func(name string) []string {
+		for _, m := range cs[name].GetTransportSocketMatches() {
+			if m.GetName() == "tlsMode-istio" {
+				return upstreamTLS(t, m.GetTransportSocket()).GetCommonTlsContext().GetAlpnProtocols()
+			}
+		}
+		t.Fatalf("%s: no mTLS match", name)
+		return nil
+	}
+	if got := alpn("outbound|8080||svc.example.internal"); len(got) != 3 || got[2] != "h2" {
+		t.Errorf("upgraded HTTP port: ALPN %v, want h2 last", got)
+	}
+	if got := alpn("outbound|9090||svc.example.internal"); len(got) != 2 {
+		t.Errorf("gRPC port with useClientProtocol: ALPN %v, want no h2", got)
+	}
+}
