@@ -29,19 +29,18 @@ run:
 test-deps:
 	hack/test-deps.sh
 
-# hack/heartbeat.sh prints a line a minute while a step runs (what is
-# being compiled or which test binaries are running); it changes nothing
-# of what runs.
-# staticcheck runs beside go vet (unused names, deprecated Envoy and gRPC
-# fields, simplifications); pinned, installed from the Go module proxy.
+# hack/test.sh runs go vet and staticcheck (unused names, deprecated Envoy
+# and gRPC fields, simplifications; pinned, installed from the Go module
+# proxy) beside go test -race, which runs TEST_P packages at once (default
+# 4: the long packages wait on processes much of the time); the checkers'
+# findings are printed at the end. hack/heartbeat.sh prints a line a
+# minute while a step runs (what is being compiled or which test binaries
+# are running); it changes nothing of what runs.
 STATICCHECK_VERSION ?= v0.8.2
-STATICCHECK         ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+TEST_P              ?= 4
 
 test: test-deps
-	hack/heartbeat.sh "make test: go vet" $(GO) vet ./...
-	@$(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))' || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-	hack/heartbeat.sh "make test: staticcheck" $(STATICCHECK) ./...
-	BAREMESH_CACHE_ASSERT=1 hack/heartbeat.sh "make test: go test" $(GO) test -race -count=1 -timeout 30m ./...
+	GO=$(GO) STATICCHECK_VERSION=$(STATICCHECK_VERSION) TEST_P=$(TEST_P) hack/test.sh
 
 # flake runs packages N times with -race -count=1 while a CPU hog keeps
 # every core busy, with a progress line each minute and a summary of the
