@@ -207,7 +207,6 @@ func slowStart(lb *networking.LoadBalancerSettings) *clusterv3.Cluster_SlowStart
 		return &clusterv3.Cluster_SlowStartConfig{SlowStartWindow: w.GetDuration(),
 			Aggression: &corev3.RuntimeDouble{DefaultValue: aggression, RuntimeKey: "("}, MinWeightPercent: &typev3.Percent{Value: minPercent}}
 	}
-	//lint:ignore SA1019 the deprecated setting is still honoured, as istiod does
 	if d := lb.GetWarmupDurationSecs(); d != nil {
 		return &clusterv3.Cluster_SlowStartConfig{SlowStartWindow: d}
 	}

@@ -9,6 +9,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+	meshconfig "istio.io/api/mesh/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -104,7 +105,7 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 				}{}
 				b.m.ServerNames = names
 				b.filters[0] = httpFilter(stat, s.RouteName)
-				b.fc.FilterChainMatch, b.fc.TransportSocket, b.fc.Filters = &b.m, downstreamTLS(tlsSockets, v.Proxy, s.Server.GetTls()), b.filters[:]
+				b.fc.FilterChainMatch, b.fc.TransportSocket, b.fc.Filters = &b.m, downstreamTLS(tlsSockets, v.Proxy, v.Push.Mesh, s.Server.GetTls()), b.filters[:]
 				l.FilterChains = append(l.FilterChains, &b.fc)
 			default:
 				tls = tls || s.Server.GetTls() != nil
@@ -176,8 +177,11 @@ var gatewayALPN = []string{"h2", "http/1.1"}
 // tlsKey is every field of a server's TLS settings downstreamTLS reads.
 type tlsKey struct {
 	mutual, istioMutual   bool
+	optional              bool // OPTIONAL_MUTUAL: a client certificate checked when given
 	sans                  string
 	cred, cert, key, cacs string
+	minV, maxV            networking.ServerTLSSettings_TLSProtocol
+	ciphers               string
 }
 
 // downstreamTLS is the transport socket of an HTTPS server terminated at
@@ -188,10 +192,11 @@ type tlsKey struct {
 // certificate from the mesh root (SDS "default" and "ROOTCA" where the
 // proxy's workload secrets come from), checking subjectAltNames when
 // given, as istiod.
-func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, t *networking.ServerTLSSettings) *corev3.TransportSocket {
-	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, cred: t.GetCredentialName(),
+func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh *meshconfig.MeshConfig, t *networking.ServerTLSSettings) *corev3.TransportSocket {
+	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, optional: t.GetMode() == networking.ServerTLSSettings_OPTIONAL_MUTUAL, cred: t.GetCredentialName(),
 		cert: t.GetServerCertificate(), key: t.GetPrivateKey(), cacs: t.GetCaCertificates(),
-		istioMutual: t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL, sans: strings.Join(t.GetSubjectAltNames(), ",")}
+		istioMutual: t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL, sans: strings.Join(t.GetSubjectAltNames(), ","),
+		minV: t.GetMinProtocolVersion(), maxV: t.GetMaxProtocolVersion(), ciphers: strings.Join(t.GetCipherSuites(), ",")}
 	if ts := memo[k]; ts != nil {
 		return ts
 	}
@@ -237,9 +242,10 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, t *n
 			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.key}},
 		}}
 	}
+	common.TlsParams = serverTLSParams(mesh.GetTlsDefaults(), t)
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
-	if k.mutual {
-		ctx.RequireClientCertificate = gen.Bool(true)
+	if k.mutual || k.optional {
+		ctx.RequireClientCertificate = gen.Bool(k.mutual)
 		if k.cacs != "" && agentFiles != nil {
 			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
@@ -292,7 +298,7 @@ func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, sniSee
 				fc := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}
 				if t := s.Server.GetTls(); t != nil {
 					fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: serverNames(s.Server.GetHosts())}
-					fc.TransportSocket = downstreamTLS(sockets, v.Proxy, t)
+					fc.TransportSocket = downstreamTLS(sockets, v.Proxy, v.Push.Mesh, t)
 				}
 				return []*listenerv3.FilterChain{fc}
 			}
@@ -330,4 +336,51 @@ func serverSelects(s scope.GatewayServer, vsNS, host string) bool {
 		}
 	}
 	return false
+}
+
+// serverTLSParams are a SIMPLE or MUTUAL server's TLS parameters, as
+// istiod's applyDownstreamTLSDefaults then applyServerTLSSettings: the
+// mesh's tlsDefaults (ECDH curves, cipher suites, minimum version), each
+// overridden by the server's own version range and cipher suites
+// (duplicates dropped); nil when neither sets any.
+func serverTLSParams(defaults *meshconfig.MeshConfig_TLSConfig, t *networking.ServerTLSSettings) *tlsv3.TlsParameters {
+	var tp *tlsv3.TlsParameters
+	params := func() *tlsv3.TlsParameters {
+		if tp == nil {
+			tp = &tlsv3.TlsParameters{}
+		}
+		return tp
+	}
+	if defaults != nil {
+		if c := defaults.GetEcdhCurves(); len(c) > 0 {
+			params().EcdhCurves = c
+		}
+		if c := defaults.GetCipherSuites(); len(c) > 0 {
+			params().CipherSuites = c
+		}
+		switch defaults.GetMinProtocolVersion() { // istiod's GetMinTLSVersion
+		case meshconfig.MeshConfig_TLSConfig_TLSV1_2:
+			params().TlsMinimumProtocolVersion = tlsv3.TlsParameters_TLSv1_2
+		case meshconfig.MeshConfig_TLSConfig_TLSV1_3:
+			params().TlsMinimumProtocolVersion = tlsv3.TlsParameters_TLSv1_3
+		}
+	}
+	// The server's enum is Envoy's, value for value (istiod's
+	// convertTLSProtocol).
+	if v := t.GetMinProtocolVersion(); v != networking.ServerTLSSettings_TLS_AUTO {
+		params().TlsMinimumProtocolVersion = tlsv3.TlsParameters_TlsProtocol(v)
+	}
+	if c := t.GetCipherSuites(); len(c) > 0 {
+		var suites []string
+		for _, s := range c {
+			if !slices.Contains(suites, s) {
+				suites = append(suites, s)
+			}
+		}
+		params().CipherSuites = suites
+	}
+	if v := t.GetMaxProtocolVersion(); v != networking.ServerTLSSettings_TLS_AUTO {
+		params().TlsMaximumProtocolVersion = tlsv3.TlsParameters_TlsProtocol(v)
+	}
+	return tp
 }

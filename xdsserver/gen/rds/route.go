@@ -23,6 +23,9 @@ type routeBuilder struct {
 	port      uint32
 	gateway   string
 	proxyless bool
+	// meshRetry is the mesh's defaultHttpRetryPolicy for Envoy, made
+	// once and shared by the default routes (never altered).
+	meshRetry *routev3.RetryPolicy
 }
 
 // vsRoutes translates every HTTP route of a VirtualService: one Envoy
@@ -345,6 +348,12 @@ func (b *routeBuilder) defaultRoute(f *forwardRoute, cluster, host string) *rout
 	//lint:ignore SA1019 deprecated, what istiod sets (see action)
 	ra.MaxGrpcTimeout = noTimeout
 	ra.RetryPolicy = defaultRetryPolicy
+	if m := b.v.Push.Mesh.GetDefaultHttpRetryPolicy(); m != nil {
+		if b.meshRetry == nil {
+			b.meshRetry = retry(m, false)
+		}
+		ra.RetryPolicy = b.meshRetry
+	}
 	// The DestinationRule's consistent hash goes on the default route too,
 	// proxyless or not, as istiod's BuildSidecarVirtualHostWrapper does
 	// (grpcgen builds its routes the same way): without a hash policy a
@@ -399,7 +408,11 @@ func (b *routeBuilder) action(ra *routev3.RouteAction, cl *routev3.RouteAction_C
 	// gRPC reads the retry conditions it knows and ignores the others
 	// and the host predicate, so a proxyless client gets istiod's policy
 	// too (Istio's default when the route sets none).
-	ra.RetryPolicy = retry(hr.GetRetries(), one != nil && len(ra.HashPolicy) > 0)
+	retries := hr.GetRetries()
+	if retries == nil { // istiod: the mesh's defaultHttpRetryPolicy, if any
+		retries = b.v.Push.Mesh.GetDefaultHttpRetryPolicy()
+	}
+	ra.RetryPolicy = retry(retries, one != nil && len(ra.HashPolicy) > 0)
 	for _, mp := range mirrors(hr) {
 		// As istiod: the mirrored request keeps its Host (Envoy would
 		// append "-shadow", so the mirror's virtual hosts would not match)
