@@ -106,3 +106,32 @@ func ListenerName(addr string, port uint32) string {
 // PortName is a port number as a string, the name of a sidecar's
 // per-port outbound route configuration ("80").
 func PortName(port uint32) string { return strconv.FormatUint(uint64(port), 10) }
+
+// StatName expands one of the mesh's cluster stat name patterns
+// (outboundClusterStatName, inboundClusterStatName) as istiod's
+// telemetry.BuildStatPrefix: %SERVICE% is the host ("name.namespace" for
+// a Kubernetes Service, kube true), %SERVICE_NAME% the host (the
+// Service's name), %SERVICE_FQDN% the host, %SUBSET_NAME%,
+// %SERVICE_PORT%, %SERVICE_PORT_NAME% and %TARGET_PORT%.
+func StatName(pattern, host, namespace string, kube bool, subset string, port uint32, portName string, target uint32) string {
+	return strings.NewReplacer(append(statHost(host, namespace, kube), "%SUBSET_NAME%", subset,
+		"%TARGET_PORT%", strconv.FormatUint(uint64(target), 10), "%SERVICE_PORT_NAME%", portName,
+		"%SERVICE_PORT%", strconv.FormatUint(uint64(port), 10))...).Replace(pattern)
+}
+
+// InboundStatName expands inboundClusterStatName for an inbound chain's
+// tcp_proxy as istiod's telemetry.BuildInboundStatPrefix: as StatName
+// with no subset, and %TARGET_PORT% left as it is.
+func InboundStatName(pattern, host, namespace string, kube bool, port uint32, portName string) string {
+	return strings.NewReplacer(append(statHost(host, namespace, kube), "%SUBSET_NAME%", "",
+		"%SERVICE_PORT_NAME%", portName, "%SERVICE_PORT%", strconv.FormatUint(uint64(port), 10))...).Replace(pattern)
+}
+
+func statHost(host, namespace string, kube bool) []string {
+	short, name := host, host
+	if kube {
+		name, _, _ = strings.Cut(host, ".")
+		short = name + "." + namespace
+	}
+	return []string{"%SERVICE%", short, "%SERVICE_NAME%", name, "%SERVICE_FQDN%", host}
+}

@@ -47,13 +47,13 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 	case in.Proxy.Type == model.Router:
 		// A gateway has no capture and no passthrough: BlackHoleCluster
 		// only, as istiod's BuildClusters gives a router.
-		b.add(blackhole())
+		b.add(meshDefaults(v, blackhole()))
 	default:
-		b.add(passthrough(), blackhole(), inboundPassthrough(in.Proxy))
+		b.add(meshDefaults(v, passthrough()), meshDefaults(v, blackhole()), meshDefaults(v, inboundPassthrough(in.Proxy)))
 		if in.Proxy.Type == model.SidecarProxy {
 			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
 				if c := inboundCluster(inst, v); c != nil {
-					b.add(c)
+					b.add(meshDefaults(v, c))
 				}
 			}
 		}
@@ -97,4 +97,20 @@ func (b *builder) service(svc *model.Service, p model.Port) {
 		}
 		b.add(outboundCluster(b.v, svc, p, ss.GetName(), ss.GetLabels(), scope.Policy(dr, p.Number, ss.GetName())))
 	}
+}
+
+// meshDefaults gives one of the clusters no DestinationRule shapes
+// (PassthroughCluster, BlackHoleCluster, InboundPassthroughCluster, the
+// inbound clusters) the mesh's connectTimeout and, but for
+// BlackHoleCluster, its tcpKeepalive, as istiod's builders apply them;
+// c is returned. The clusters are the caller's own, never shared.
+func meshDefaults(v *scope.View, c *clusterv3.Cluster) *clusterv3.Cluster {
+	m := v.Push.Mesh
+	if d := m.GetConnectTimeout(); d != nil {
+		c.ConnectTimeout = d
+	}
+	if c.Name != gen.BlackHoleCluster {
+		applyKeepalive(c, m.GetTcpKeepalive())
+	}
+	return c
 }

@@ -30,11 +30,11 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 		applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
 	}
 	c.CircuitBreakers = circuitBreakers(policy.GetConnectionPool(), proxyless)
-	if cp := policy.GetConnectionPool(); cp != nil && !proxyless {
-		// As istiod's applyTCPKeepalive, only with a connection pool:
-		// the mesh's keepalive, each field overridden by the pool's.
+	if !proxyless {
+		// As istiod's applyTCPKeepalive: the mesh's keepalive, each
+		// field overridden by the pool's.
 		applyKeepalive(c, v.Push.Mesh.GetTcpKeepalive())
-		applyKeepalive(c, cp.GetTcp().GetTcpKeepalive())
+		applyKeepalive(c, policy.GetConnectionPool().GetTcp().GetTcpKeepalive())
 	}
 	var h2 bool
 	c.TypedExtensionProtocolOptions, h2 = protocolOptions(v, p, policy, true)

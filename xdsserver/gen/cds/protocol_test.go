@@ -6,6 +6,9 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	meshconfig "istio.io/api/mesh/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
@@ -100,5 +103,42 @@ spec:
 	}
 	if got := alpn("outbound|9090||svc.example.internal"); len(got) != 2 {
 		t.Errorf("gRPC port with useClientProtocol: ALPN %v, want no h2", got)
+	}
+}
+
+// TestMeshClusterDefaults: the mesh's connectTimeout and tcpKeepalive
+// reach the clusters no DestinationRule shapes (the passthrough ones,
+// inbound clusters; BlackHoleCluster its timeout only), its keepalive
+// every outbound cluster, and outboundClusterStatName names an outbound
+// cluster's stats, as istiod. Before, these clusters kept 10 s and no
+// keepalive, and the pattern was ignored.
+func TestMeshClusterDefaults(t *testing.T) {
+	pc := gentest.MustBuild(t, `
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: svc, namespace: default}
+spec:
+  hosts: [svc.example.internal]
+  location: MESH_INTERNAL
+  ports: [{number: 5432, name: tcp-db, protocol: TCP}]
+  resolution: STATIC
+  endpoints: [{address: 10.0.0.9}]
+`)
+	pc.Mesh = &meshconfig.MeshConfig{ConnectTimeout: durationpb.New(5e9), TcpKeepalive: &networking.ConnectionPoolSettings_TCPSettings_TcpKeepalive{Time: durationpb.New(600e9)},
+		OutboundClusterStatName: "%SERVICE%_%SERVICE_PORT_NAME%"}
+	p := gentest.Node(t, "sidecar~10.0.0.1~a.default~default.svc.cluster.local", map[string]string{"ISTIO_VERSION": "1.31.0"})
+	cs := gentest.ByName[*clusterv3.Cluster](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}))
+	for _, name := range []string{gen.PassthroughCluster, gen.InboundPassthroughCluster, gen.BlackHoleCluster, "outbound|5432||svc.example.internal"} {
+		c := cs[name]
+		keep := c.GetUpstreamConnectionOptions().GetTcpKeepalive().GetKeepaliveTime().GetValue()
+		if name != "outbound|5432||svc.example.internal" && c.GetConnectTimeout().AsDuration() != 5e9 {
+			t.Errorf("%s: connect timeout %v, want the mesh's 5s", name, c.GetConnectTimeout())
+		}
+		if want := uint32(600); name != gen.BlackHoleCluster && keep != want {
+			t.Errorf("%s: keepalive time %d, want the mesh's %d", name, keep, want)
+		}
+	}
+	if got := cs["outbound|5432||svc.example.internal"].GetAltStatName(); got != "svc.example.internal_tcp-db;" {
+		t.Errorf("alt_stat_name %q, want the mesh's pattern", got)
 	}
 }

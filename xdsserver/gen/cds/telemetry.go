@@ -79,6 +79,9 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 			if !inboundDone {
 				inbound, inboundDone = scope.Inbound(v.Push, v.Proxy), true
 			}
+			if pat := v.Push.Mesh.GetInboundClusterStatName(); pat != "" {
+				inboundStatName(c, pat, k.Port, inbound)
+			}
 			if svc := inboundMetadata(c, k.Port, inbound); svc != nil {
 				// A DestinationRule with a traffic policy shapes the inbound
 				// cluster too: istiod names it.
@@ -94,6 +97,10 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 		svc := byHost[k.Host]
 		if svc == nil {
 			continue
+		}
+		if pat := v.Push.Mesh.GetOutboundClusterStatName(); pat != "" {
+			p, _ := svc.Port(k.Port)
+			c.AltStatName = gen.StatName(pat, svc.Hostname, svc.Namespace, svc.Source.Kind == "", k.Subset, k.Port, p.Name, 0) + ";"
 		}
 		im := istioMetadata(c)
 		// One value per service, shared by its clusters (outputs are
@@ -176,4 +183,18 @@ func istioMetadata(c *clusterv3.Cluster) *structpb.Struct {
 		c.Metadata.FilterMetadata["istio"] = s
 	}
 	return s
+}
+
+// inboundStatName names an inbound cluster's stats by the mesh's
+// inboundClusterStatName, after the first service the proxy serves on
+// the cluster's port (istiod's buildInboundCluster: its service port,
+// and the cluster's port as the target).
+func inboundStatName(c *clusterv3.Cluster, pattern string, port uint32, inst []scope.Instance) {
+	for _, in := range inst {
+		if in.TargetPort == port && in.Service != nil {
+			s := in.Service
+			c.AltStatName = gen.StatName(pattern, s.Hostname, s.Namespace, s.Source.Kind == "", "", in.Port.Number, in.Port.Name, port) + ";"
+			return
+		}
+	}
 }

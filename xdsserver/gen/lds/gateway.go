@@ -244,8 +244,8 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh
 	}
 	common.TlsParams = serverTLSParams(mesh.GetTlsDefaults(), t)
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
+	ctx.RequireClientCertificate = gen.Bool(k.mutual) // false written out, as istiod
 	if k.mutual || k.optional {
-		ctx.RequireClientCertificate = gen.Bool(k.mutual)
 		if k.cacs != "" && agentFiles != nil {
 			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
@@ -291,7 +291,7 @@ func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, sniSee
 				}) {
 					continue
 				}
-				tp := l4Proxy(v, c, r.GetRoute(), port)
+				tp := l4Proxy(v, c, r.GetRoute(), port, s.Server.GetPort().GetName())
 				if tp == nil {
 					continue
 				}
@@ -315,7 +315,7 @@ func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, sniSee
 				for _, h := range m.GetSniHosts() {
 					sniSeen[h] = true
 				}
-				tp := l4Proxy(v, c, r.GetRoute(), port)
+				tp := l4Proxy(v, c, r.GetRoute(), port, s.Server.GetPort().GetName())
 				if tp == nil {
 					continue
 				}

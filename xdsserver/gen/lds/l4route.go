@@ -20,11 +20,18 @@ import (
 // buildOutboundNetworkFilters: one destination goes to its cluster (its
 // name the stat prefix too); several to weighted clusters (those with a
 // weight), stat prefix "NAME.NAMESPACE". nil when no route has a weight.
-func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestination, port uint32) *tcpproxyv3.TcpProxy {
+func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestination, port uint32, portName string) *tcpproxyv3.TcpProxy {
 	first := routes[0].GetDestination()
 	if len(routes) == 1 {
 		cl := l4Cluster(v, c.Namespace, first, port)
-		return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: cl, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}}, v.FQDN(first.GetHost(), c.Namespace), first.GetSubset())
+		host := v.FQDN(first.GetHost(), c.Namespace)
+		stat := cl
+		if pat := v.Push.Mesh.GetOutboundClusterStatName(); pat != "" {
+			if svc := v.ServiceFor(host); svc != nil { // istiod: the route's host and subset, the listener's port
+				stat = gen.StatName(pat, host, svc.Namespace, svc.Source.Kind == "", first.GetSubset(), port, portName, 0)
+			}
+		}
+		return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: stat, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}}, host, first.GetSubset())
 	}
 	wc := &tcpproxyv3.TcpProxy_WeightedCluster{}
 	for _, r := range routes {
@@ -122,7 +129,7 @@ func tlsChains(v *scope.View, svc *model.Service, p model.Port, addr string, cid
 					continue
 				}
 				seen = append(seen, key)
-				tp := l4Proxy(v, c, r.GetRoute(), p.Number)
+				tp := l4Proxy(v, c, r.GetRoute(), p.Number, p.Name)
 				if tp == nil {
 					continue
 				}
@@ -146,11 +153,21 @@ func tlsChains(v *scope.View, svc *model.Service, p model.Port, addr string, cid
 		port = svc.Ports[0].Number
 	}
 	cluster := gen.ClusterName(gen.Outbound, port, "", svc.Hostname)
-	tp := withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: cluster, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc.Hostname, "")
+	tp := withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: defaultStat(v, svc, port, cluster), ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc.Hostname, "")
 	ch := outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}}
 	if len(cidrs) > 0 || addr == "" {
 		ch.sni = []string{svc.Hostname}
 		ch.fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.sni}
 	}
 	return []outChain{ch}
+}
+
+// defaultStat is the stat prefix of a service port's own tcp_proxy: its
+// cluster's name, or the mesh's outboundClusterStatName with no subset
+// and no port name (istiod builds it from the port number alone there).
+func defaultStat(v *scope.View, svc *model.Service, port uint32, cluster string) string {
+	if pat := v.Push.Mesh.GetOutboundClusterStatName(); pat != "" {
+		return gen.StatName(pat, svc.Hostname, svc.Namespace, svc.Source.Kind == "", "", port, "", 0)
+	}
+	return cluster
 }

@@ -123,7 +123,12 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 			return []*listenerv3.Filter{hcmFilter(h)}
 		}
 		tcpFilters := func() []*listenerv3.Filter {
-			return append(slices.Clip(tcpRBAC), tcpProxy(cluster, cluster))
+			stat := cluster
+			if pat := v.Push.Mesh.GetInboundClusterStatName(); pat != "" && in.Service != nil {
+				s := in.Service
+				stat = gen.InboundStatName(pat, s.Hostname, s.Namespace, s.Source.Kind == "", in.Port.Number, in.Port.Name)
+			}
+			return append(slices.Clip(tcpRBAC), tcpProxy(stat, cluster))
 		}
 		mode := pa.PortMode(in.TargetPort)
 		switch scope.ListenerProtocol(in.Port) {
@@ -200,7 +205,11 @@ func (c *passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv
 			fc.Name, fc.Filters = gen.VirtualInboundListener+"-catchall-http", c.http
 		} else {
 			if c.tcp == nil {
-				c.tcp = append(slices.Clip(c.tcpRBAC), tcpProxy(gen.InboundPassthroughCluster, gen.InboundPassthroughCluster))
+				stat := gen.InboundPassthroughCluster
+				if pat := c.v.Push.Mesh.GetInboundClusterStatName(); pat != "" {
+					stat = gen.InboundStatName(pat, "", "", false, 0, gen.VirtualInboundListener)
+				}
+				c.tcp = append(slices.Clip(c.tcpRBAC), tcpProxy(stat, gen.InboundPassthroughCluster))
 			}
 			fc.Name, fc.Filters = gen.VirtualInboundListener, c.tcp
 		}

@@ -307,6 +307,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 	ix := hostIndex{hint: n}
 	for _, s := range g.servers[i] {
 		port := s.Server.GetPort().GetNumber()
+		redirect := s.Server.GetTls().GetHttpsRedirect()
 		for _, id := range g.byGateway[s.Gateway] {
 			c := g.vss[id]
 			vs := c.Spec.(*networking.VirtualService)
@@ -329,6 +330,27 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 					rc.VirtualHosts = append(rc.VirtualHosts, vh)
 				}
 				vh.Routes = ext.extend(vh.Routes, routes)
+				if redirect {
+					vh.RequireTls = routev3.VirtualHost_ALL
+				}
+			}
+		}
+		if redirect {
+			// As istiod: every host of an httpsRedirect server answers
+			// plain HTTP with a redirect to HTTPS, with routes or not.
+			for _, h := range s.Server.GetHosts() {
+				if _, after, ok := strings.Cut(h, "/"); ok {
+					h = after
+				}
+				h = strings.ToLower(h)
+				vh := ix.lookup(rc.VirtualHosts, h)
+				if vh == nil {
+					if vh = ix.add(rc.VirtualHosts, h, port); vh == nil {
+						continue
+					}
+					rc.VirtualHosts = append(rc.VirtualHosts, vh)
+				}
+				vh.RequireTls = routev3.VirtualHost_ALL
 			}
 		}
 	}
