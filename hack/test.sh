@@ -23,8 +23,11 @@ trap 'rm -rf "$logs"' EXIT
 hack/heartbeat.sh "make test: go vet" "$GO" vet ./... >"$logs/vet" 2>&1 &
 vet=$!
 {
+  # The install's own output (module downloads) is kept apart: it is not
+  # a finding, and is shown only when the install fails.
   "$STATICCHECK" -version 2>/dev/null | grep -qF "(${STATICCHECK_VERSION#v})" ||
-    "$GO" install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+    "$GO" install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" >"$logs/install" 2>&1 ||
+    { cat "$logs/install"; exit 1; }
   hack/heartbeat.sh "make test: staticcheck" "$STATICCHECK" ./...
 } >"$logs/staticcheck" 2>&1 &
 sc=$!
