@@ -11,6 +11,7 @@ package cds
 
 import (
 	"fmt"
+	networking "istio.io/api/networking/v1alpha3"
 	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -53,7 +54,7 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 		if in.Proxy.Type == model.SidecarProxy {
 			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
 				if c := inboundCluster(inst, v); c != nil {
-					b.add(meshDefaults(v, c))
+					b.add(c)
 				}
 			}
 		}
@@ -88,22 +89,23 @@ func (b *builder) service(svc *model.Service, p model.Port) {
 	dr := b.v.DestinationRule(svc)
 	name := gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname)
 	if b.want == nil || b.want[name] {
-		b.add(outboundCluster(b.v, svc, p, "", nil, scope.Policy(dr, p.Number, "")))
+		b.add(outboundCluster(b.v, svc, p, "", nil, meshPolicy(b.v, scope.Policy(dr, p.Number, ""))))
 	}
 	for _, ss := range dr.GetSubsets() {
 		name := gen.ClusterName(gen.Outbound, p.Number, ss.GetName(), svc.Hostname)
 		if b.want != nil && !b.want[name] {
 			continue
 		}
-		b.add(outboundCluster(b.v, svc, p, ss.GetName(), ss.GetLabels(), scope.Policy(dr, p.Number, ss.GetName())))
+		b.add(outboundCluster(b.v, svc, p, ss.GetName(), ss.GetLabels(), meshPolicy(b.v, scope.Policy(dr, p.Number, ss.GetName()))))
 	}
 }
 
 // meshDefaults gives one of the clusters no DestinationRule shapes
 // (PassthroughCluster, BlackHoleCluster, InboundPassthroughCluster, the
 // inbound clusters) the mesh's connectTimeout and, but for
-// BlackHoleCluster, its tcpKeepalive, as istiod's builders apply them;
-// c is returned. The clusters are the caller's own, never shared.
+// BlackHoleCluster, its tcpKeepalive, and the passthrough clusters the
+// limits of its defaultTrafficPolicy's pool, as istiod's builders apply
+// them; c is returned. The clusters are the caller's own, never shared.
 func meshDefaults(v *scope.View, c *clusterv3.Cluster) *clusterv3.Cluster {
 	m := v.Push.Mesh
 	if d := m.GetConnectTimeout(); d != nil {
@@ -112,5 +114,52 @@ func meshDefaults(v *scope.View, c *clusterv3.Cluster) *clusterv3.Cluster {
 	if c.Name != gen.BlackHoleCluster {
 		applyKeepalive(c, m.GetTcpKeepalive())
 	}
+	if c.Name == gen.PassthroughCluster || c.Name == gen.InboundPassthroughCluster {
+		// istiod's buildDefaultPassthroughCluster: the mesh's default
+		// pool sets the limits (its other settings do not apply here).
+		if cp := m.GetDefaultTrafficPolicy().GetConnectionPool(); cp != nil {
+			c.CircuitBreakers = circuitBreakers(cp, false)
+		}
+	}
 	return c
+}
+
+// meshPolicy is policy (a merged policy, the caller's own; nil: none)
+// with the mesh's defaultTrafficPolicy's connection pool and outlier
+// detection where it sets neither, as istiod's applyDefaultTrafficPolicy.
+func meshPolicy(v *scope.View, policy *networking.TrafficPolicy) *networking.TrafficPolicy {
+	if v.Proxy.Proxyless { // istiod's grpcgen takes no mesh default
+		return policy
+	}
+	d := v.Push.Mesh.GetDefaultTrafficPolicy()
+	cp, od := d.GetConnectionPool(), d.GetOutlierDetection()
+	if (cp == nil || policy.GetConnectionPool() != nil) && (od == nil || policy.GetOutlierDetection() != nil) {
+		return policy
+	}
+	if policy == nil {
+		policy = &networking.TrafficPolicy{}
+	}
+	if policy.ConnectionPool == nil {
+		policy.ConnectionPool = cp
+	}
+	if policy.OutlierDetection == nil {
+		policy.OutlierDetection = od
+	}
+	return policy
+}
+
+// inboundPolicy is the connection pool an inbound cluster takes, as
+// istiod's buildInboundCluster: the DestinationRule of the service the
+// proxy serves on the port (its port-level settings for the service
+// port), the mesh's defaultTrafficPolicy under it, the Sidecar's inbound
+// pool for the port over both. nil when none.
+func inboundPolicy(v *scope.View, inst scope.Instance) *networking.ConnectionPoolSettings {
+	if cp := v.InboundConnectionPool(inst.TargetPort); cp != nil {
+		return cp
+	}
+	var policy *networking.TrafficPolicy
+	if inst.Service != nil && v.HasDestinationRules() {
+		policy = scope.Policy(v.DestinationRule(inst.Service), inst.Port.Number, "")
+	}
+	return meshPolicy(v, policy).GetConnectionPool()
 }

@@ -142,3 +142,44 @@ spec:
 		t.Errorf("alt_stat_name %q, want the mesh's pattern", got)
 	}
 }
+
+// TestInboundPool: a sidecar's inbound clusters take a connection pool
+// as istiod's buildInboundCluster: an ingress listener's own, else the
+// Sidecar's inboundConnectionPool (limits, connect timeout, HTTP
+// options); with neither, the mesh's defaultTrafficPolicy pool also
+// reaches PassthroughCluster's limits. Before, inbound clusters kept
+// Istio's unlimited defaults whatever was set.
+func TestInboundPool(t *testing.T) {
+	pc := gentest.MustBuild(t, `
+apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: vm, namespace: default}
+spec:
+  workloadSelector: {labels: {app: vm}}
+  inboundConnectionPool:
+    tcp: {maxConnections: 50, connectTimeout: 2s}
+  ingress:
+  - port: {number: 8080, protocol: HTTP, name: http}
+    defaultEndpoint: 127.0.0.1:8080
+    connectionPool: {http: {http2MaxRequests: 200, maxRequestsPerConnection: 10}}
+  - port: {number: 9000, protocol: TCP, name: tcp}
+    defaultEndpoint: 127.0.0.1:9000
+`)
+	pc.Mesh = &meshconfig.MeshConfig{DefaultTrafficPolicy: &meshconfig.MeshConfig_DefaultTrafficPolicy{
+		ConnectionPool: &networking.ConnectionPoolSettings{Tcp: &networking.ConnectionPoolSettings_TCPSettings{MaxConnections: 500}}}}
+	p := gentest.ProxySpec{ID: "sidecar~10.0.0.1~vm.default~default.svc.cluster.local", Labels: map[string]string{"app": "vm"}}.Proxy(t)
+	cs := gentest.ByName[*clusterv3.Cluster](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}))
+	limits := func(name string) (uint32, uint32) {
+		th := cs[name].GetCircuitBreakers().GetThresholds()[0]
+		return th.GetMaxConnections().GetValue(), th.GetMaxRequests().GetValue()
+	}
+	if conns, reqs := limits("inbound|8080||"); reqs != 200 || conns == 50 {
+		t.Errorf("inbound|8080||: max connections %d, requests %d; want the ingress listener's pool (requests 200, not the Sidecar's 50 connections)", conns, reqs)
+	}
+	if conns, _ := limits("inbound|9000||"); conns != 50 || cs["inbound|9000||"].GetConnectTimeout().AsDuration() != 2e9 {
+		t.Errorf("inbound|9000||: max connections %d, connect timeout %v; want the Sidecar's inboundConnectionPool", conns, cs["inbound|9000||"].GetConnectTimeout())
+	}
+	if conns, _ := limits(gen.PassthroughCluster); conns != 500 {
+		t.Errorf("PassthroughCluster: max connections %d, want the mesh default pool's 500", conns)
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	networking "istio.io/api/networking/v1alpha3"
+
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
@@ -107,9 +109,20 @@ func inboundPassthrough(p *model.Proxy) *clusterv3.Cluster {
 // (istio/istio pilot/pkg/networking/core/cluster.go, cluster_builder.go).
 // A defaultEndpoint that does not parse gives no cluster (nil), as there.
 func inboundCluster(inst scope.Instance, v *scope.View) *clusterv3.Cluster {
-	c := originalDst(gen.ClusterName(gen.Inbound, inst.TargetPort, "", ""))
+	c := meshDefaults(v, originalDst(gen.ClusterName(gen.Inbound, inst.TargetPort, "", "")))
 	c.UpstreamBindConfig = bindLocal(v.Proxy)
-	c.TypedExtensionProtocolOptions, _ = protocolOptions(v, inst.Port, nil, false)
+	// The connection pool reaches the inbound side too (istiod: so the
+	// receiver has the capacity its clients are given).
+	var policy *networking.TrafficPolicy
+	if cp := inboundPolicy(v, inst); cp != nil {
+		policy = &networking.TrafficPolicy{ConnectionPool: cp}
+		c.CircuitBreakers = circuitBreakers(cp, false)
+		if d := cp.GetTcp().GetConnectTimeout(); d != nil {
+			c.ConnectTimeout = d
+		}
+		applyKeepalive(c, cp.GetTcp().GetTcpKeepalive())
+	}
+	c.TypedExtensionProtocolOptions, _ = protocolOptions(v, inst.Port, policy, false)
 	c.CommonLbConfig = emptyLB
 	if inst.Endpoint == "" {
 		c.CleanupInterval = noCleanup

@@ -24,14 +24,13 @@ func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestinat
 	first := routes[0].GetDestination()
 	if len(routes) == 1 {
 		cl := l4Cluster(v, c.Namespace, first, port)
-		host := v.FQDN(first.GetHost(), c.Namespace)
+		svc := v.ServiceFor(v.FQDN(first.GetHost(), c.Namespace))
 		stat := cl
-		if pat := v.Push.Mesh.GetOutboundClusterStatName(); pat != "" {
-			if svc := v.ServiceFor(host); svc != nil { // istiod: the route's host and subset, the listener's port
-				stat = gen.StatName(pat, host, svc.Namespace, svc.Source.Kind == "", first.GetSubset(), port, portName, 0)
-			}
+		if pat := v.Push.Mesh.GetOutboundClusterStatName(); pat != "" && svc != nil {
+			// istiod: the route's host and subset, the listener's port
+			stat = gen.StatName(pat, svc.Hostname, svc.Namespace, svc.Source.Kind == "", first.GetSubset(), port, portName, 0)
 		}
-		return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: stat, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}}, host, first.GetSubset())
+		return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: stat, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cl}}, svc, first.GetSubset())
 	}
 	wc := &tcpproxyv3.TcpProxy_WeightedCluster{}
 	for _, r := range routes {
@@ -44,22 +43,18 @@ func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestinat
 		return nil
 	}
 	return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: c.Name + "." + c.Namespace, ClusterSpecifier: &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: wc}},
-		v.FQDN(first.GetHost(), c.Namespace), "")
+		v.ServiceFor(v.FQDN(first.GetHost(), c.Namespace)), "")
 }
 
-// withPool sets on tp what the DestinationRule of host (the first
-// destination's) says about its connections, as istiod's
+// withPool sets on tp what the DestinationRule of svc (the first
+// destination's; nil: none known) says about its connections, as istiod's
 // buildOutboundNetworkFiltersWithSingleDestination and
 // WithWeightedClusters: the top-level TCP pool's idle timeout and
 // maximum connection duration, and a source IP hash where the rule's
 // balancer (the subset's, when it sets one) hashes by source IP. tp is
 // returned.
-func withPool(v *scope.View, tp *tcpproxyv3.TcpProxy, host, subset string) *tcpproxyv3.TcpProxy {
-	if !v.HasDestinationRules() {
-		return tp
-	}
-	svc := v.ServiceFor(host)
-	if svc == nil {
+func withPool(v *scope.View, tp *tcpproxyv3.TcpProxy, svc *model.Service, subset string) *tcpproxyv3.TcpProxy {
+	if svc == nil || !v.HasDestinationRules() {
 		return tp
 	}
 	dr := v.DestinationRule(svc)
@@ -153,7 +148,7 @@ func tlsChains(v *scope.View, svc *model.Service, p model.Port, addr string, cid
 		port = svc.Ports[0].Number
 	}
 	cluster := gen.ClusterName(gen.Outbound, port, "", svc.Hostname)
-	tp := withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: defaultStat(v, svc, port, cluster), ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc.Hostname, "")
+	tp := withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: defaultStat(v, svc, port, cluster), ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc, "")
 	ch := outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}}
 	if len(cidrs) > 0 || addr == "" {
 		ch.sni = []string{svc.Hostname}

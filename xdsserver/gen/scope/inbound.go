@@ -135,3 +135,16 @@ func Gateways(pc *push.PushContext, proxy *model.Proxy) []*config.Config {
 	}
 	return out
 }
+
+// InboundConnectionPool is the connection pool the proxy's Sidecar sets
+// for its inbound port (the ingress listener's of that port, else the
+// Sidecar's inboundConnectionPool), as istiod's
+// InboundConnectionPoolForPort; nil when none.
+func (v *View) InboundConnectionPool(port uint32) *networking.ConnectionPoolSettings {
+	for _, in := range v.sidecar.GetIngress() {
+		if in.GetPort().GetNumber() == port && in.GetConnectionPool() != nil {
+			return in.GetConnectionPool()
+		}
+	}
+	return v.sidecar.GetInboundConnectionPool()
+}
