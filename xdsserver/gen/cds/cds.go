@@ -11,10 +11,10 @@ package cds
 
 import (
 	"fmt"
-	networking "istio.io/api/networking/v1alpha3"
 	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
