@@ -148,8 +148,7 @@ func tlsChains(v *scope.View, svc *model.Service, p model.Port, addr string, cid
 		port = svc.Ports[0].Number
 	}
 	cluster := gen.ClusterName(gen.Outbound, port, "", svc.Hostname)
-	tp := withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: defaultStat(v, svc, port, cluster), ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc, "")
-	ch := outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}}
+	ch := outChain{cidrs: cidrs, fc: &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(serviceProxy(v, svc, port, cluster))}}}
 	if len(cidrs) > 0 || addr == "" {
 		ch.sni = []string{svc.Hostname}
 		ch.fc.FilterChainMatch = &listenerv3.FilterChainMatch{ServerNames: ch.sni}
@@ -157,12 +156,15 @@ func tlsChains(v *scope.View, svc *model.Service, p model.Port, addr string, cid
 	return []outChain{ch}
 }
 
-// defaultStat is the stat prefix of a service port's own tcp_proxy: its
-// cluster's name, or the mesh's outboundClusterStatName with no subset
-// and no port name (istiod builds it from the port number alone there).
-func defaultStat(v *scope.View, svc *model.Service, port uint32, cluster string) string {
+// serviceProxy is the tcp_proxy of a service port's own chain, to its
+// cluster: the stat prefix is the cluster's name, or the mesh's
+// outboundClusterStatName with no subset and no port name (istiod builds
+// it from the port number alone there), and the service's
+// DestinationRule shapes it (withPool).
+func serviceProxy(v *scope.View, svc *model.Service, port uint32, cluster string) *tcpproxyv3.TcpProxy {
+	stat := cluster
 	if pat := v.Push.Mesh.GetOutboundClusterStatName(); pat != "" {
-		return gen.StatName(pat, svc.Hostname, svc.Namespace, svc.Source.Kind == "", "", port, "", 0)
+		stat = gen.StatName(pat, svc.Hostname, svc.Namespace, svc.Source.Kind == "", "", port, "", 0)
 	}
-	return cluster
+	return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: stat, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc, "")
 }

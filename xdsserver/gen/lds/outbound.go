@@ -169,7 +169,7 @@ func outboundCluster(svc *model.Service, p model.Port) string {
 func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) (*tcpproxyv3.TcpProxy, *config.Config) {
 	c := v.VirtualServiceFor(svc.Hostname)
 	if c == nil {
-		return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: defaultStat(v, svc, p.Number, cluster), ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc, ""), nil
+		return serviceProxy(v, svc, p.Number, cluster), nil
 	}
 	for _, r := range c.Spec.(*networking.VirtualService).GetTcp() {
 		if len(r.GetRoute()) == 0 || !tcpApplies(v, r.GetMatch(), p.Number) {
@@ -179,7 +179,7 @@ func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) (
 			return tp, c
 		}
 	}
-	return withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: defaultStat(v, svc, p.Number, cluster), ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc, ""), nil
+	return serviceProxy(v, svc, p.Number, cluster), nil
 }
 
 // vsMetadata is a chain's filter_metadata.istio.config naming the
