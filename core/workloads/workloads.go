@@ -332,6 +332,19 @@ func (c *Controller) Resync() {
 // stay persisted for the next start). The table is the caller's to stop.
 func (c *Controller) Stop() { c.saveNow(true) }
 
+// Abandon stops the controller without writing: a start that fails after
+// New (the daemon refusing its state directory) leaves the state file as
+// it found it, where a pending save would have rewritten it later.
+func (c *Controller) Abandon() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	if c.saveTimer != nil {
+		c.saveTimer.Stop()
+		c.saveTimer = nil
+	}
+}
+
 // applyLocked writes the named entries (rebuilt from their groups) and
 // deletes dels, then persists; c.mu is held.
 func (c *Controller) applyLocked(ups, dels []string) {

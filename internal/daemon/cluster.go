@@ -55,8 +55,13 @@ func (d *Daemon) startCluster() error {
 	return nil
 }
 
-// abortCluster closes a table started by New when New fails later.
+// abortCluster closes a table started by New when New fails later, and
+// abandons the auto-registration controller on it without a save (a
+// refused start writes nothing into the state directory).
 func (d *Daemon) abortCluster() {
+	if d.wl != nil {
+		d.wl.Abandon()
+	}
 	if d.cluster != nil {
 		_ = d.cluster.Shutdown(false)
 		d.cluster = nil
