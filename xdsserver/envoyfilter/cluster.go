@@ -3,12 +3,12 @@ package envoyfilter
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/baremesh/baremesh/xdsserver/gen"
 )
 
 // patchCluster applies CLUSTER MERGE and REMOVE patches to c; false when
@@ -81,11 +81,10 @@ func clusterMatch(c *clusterv3.Cluster, p *patch, inbound map[uint32][]string) b
 		return m.GetName() == c.GetName()
 	}
 	port, subset, hosts := 0, "", []string{""}
-	if parts := strings.Split(c.GetName(), "|"); len(parts) == 4 {
-		port, _ = strconv.Atoi(parts[1])
-		subset, hosts[0] = parts[2], parts[3]
-		if parts[0] == "inbound" {
-			if hs := inbound[uint32(port)]; len(hs) > 0 {
+	if k, ok := gen.ParseClusterName(c.GetName()); ok { // both of Istio's forms, as its ParseSubsetKey
+		port, subset, hosts[0] = int(k.Port), k.Subset, k.Host
+		if k.Direction == gen.Inbound {
+			if hs := inbound[k.Port]; len(hs) > 0 {
 				hosts = hs
 			}
 		}

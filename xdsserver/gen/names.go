@@ -3,6 +3,8 @@ package gen
 import (
 	"strconv"
 	"strings"
+
+	"github.com/baremesh/baremesh/core/config"
 )
 
 // Names of the clusters every Envoy proxy has, as Istio names them.
@@ -42,17 +44,42 @@ func ClusterName(dir Direction, port uint32, subset, host string) string {
 	return string(append(b, host...))
 }
 
+// SNIClusterName is "outbound_.PORT_.SUBSET_.HOST", the SNI Istio's mTLS
+// gives a service port (subset) and the name of the cluster an
+// AUTO_PASSTHROUGH gateway forwards that SNI to (istiod's
+// BuildDNSSrvSubsetKey).
+func SNIClusterName(port uint32, subset, host string) string {
+	return string(Outbound) + "_." + strconv.FormatUint(uint64(port), 10) + "_." + subset + "_." + host
+}
+
+// IsSNIClusterName reports whether name is of SNIClusterName's form.
+func IsSNIClusterName(name string) bool { return strings.HasPrefix(name, sniPrefix) }
+
+// sniPrefix starts every SNIClusterName.
+const sniPrefix = string(Outbound) + "_."
+
 // ClusterKey is a parsed cluster name.
 type ClusterKey struct {
 	Direction Direction
 	Port      uint32
 	Subset    string
 	Host      string
+	// SNI is set for an SNIClusterName (Direction is Outbound).
+	SNI bool
 }
 
-// ParseClusterName splits a name made by ClusterName; ok is false for any
-// other name (PassthroughCluster and the like).
+// ParseClusterName splits a name made by ClusterName or SNIClusterName;
+// ok is false for any other name (PassthroughCluster and the like).
 func ParseClusterName(name string) (ClusterKey, bool) {
+	if rest, ok := strings.CutPrefix(name, sniPrefix); ok && !strings.Contains(name, "|") {
+		port, rest, ok1 := strings.Cut(rest, "_.")
+		subset, host, ok2 := strings.Cut(rest, "_.")
+		p, err := strconv.ParseUint(port, 10, 32)
+		if !ok1 || !ok2 || err != nil || host == "" {
+			return ClusterKey{}, false
+		}
+		return ClusterKey{Direction: Outbound, Port: uint32(p), Subset: subset, Host: host, SNI: true}, true
+	}
 	parts := strings.Split(name, "|")
 	if len(parts) != 4 {
 		return ClusterKey{}, false
@@ -134,4 +161,12 @@ func statHost(host, namespace string, kube bool) []string {
 		short = name + "." + namespace
 	}
 	return []string{"%SERVICE%", short, "%SERVICE_NAME%", name, "%SERVICE_FQDN%", host}
+}
+
+// ConfigPath is how istiod names a networking config in the
+// filter_metadata.istio.config of what it built from it (its
+// BuildConfigInfoMetadata): "/apis/networking.istio.io/v1/namespaces/NS/KIND/NAME",
+// KIND as "virtual-service", "destination-rule", "sidecar".
+func ConfigPath(kind, namespace, name string) string {
+	return "/apis/" + config.NetworkingGroup + "/v1/namespaces/" + namespace + "/" + kind + "/" + name
 }

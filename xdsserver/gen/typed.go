@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/baremesh/baremesh/core/model"
@@ -185,4 +186,12 @@ func GRPCTLSContext(sans []*matcherv3.StringMatcher) *tlsv3.CommonTlsContext {
 			MatchSubjectAltNames: sans,
 		}},
 	}
+}
+
+// ConfigMetadata is the metadata istiod puts on what it built from a
+// config: filter_metadata.istio.config, its ConfigPath.
+func ConfigMetadata(path string) *corev3.Metadata {
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: map[string]*structpb.Value{
+		"config": structpb.NewStringValue(path),
+	}}}}
 }

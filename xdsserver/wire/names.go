@@ -32,11 +32,24 @@ func SetSum(res []*Resource) uint64 {
 }
 
 // ClusterHost is the host of an "outbound|PORT|SUBSET|HOST" name (the
-// text after the last '|'), without allocating: this runs for every
-// subscribed cluster of every proxy on an endpoint push.
+// text after the last '|') or of an AUTO_PASSTHROUGH gateway's
+// "outbound_.PORT_.SUBSET_.HOST" (after the third "_."), without
+// allocating: this runs for every subscribed cluster of every proxy on an
+// endpoint push.
 func ClusterHost(name string) string {
 	if i := strings.LastIndexByte(name, '|'); i >= 0 {
 		return name[i+1:]
 	}
-	return ""
+	rest, ok := strings.CutPrefix(name, "outbound_.")
+	if !ok {
+		return ""
+	}
+	for range 2 {
+		i := strings.Index(rest, "_.")
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+2:]
+	}
+	return rest
 }

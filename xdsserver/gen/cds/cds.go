@@ -49,6 +49,18 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 		// A gateway has no capture and no passthrough: BlackHoleCluster
 		// only, as istiod's BuildClusters gives a router.
 		b.add(meshDefaults(v, blackhole()))
+		if scope.AutoPassthrough(in.Push, in.Proxy) {
+			for _, svc := range v.Services {
+				if svc.MeshExternal {
+					continue
+				}
+				for _, p := range svc.Ports {
+					if p.Protocol != model.UDP {
+						b.sniService(svc, p)
+					}
+				}
+			}
+		}
 	default:
 		b.add(meshDefaults(v, passthrough()), meshDefaults(v, blackhole()), meshDefaults(v, inboundPassthrough(in.Proxy)))
 		if in.Proxy.Type == model.SidecarProxy {
@@ -97,6 +109,22 @@ func (b *builder) service(svc *model.Service, p model.Port) {
 			continue
 		}
 		b.add(outboundCluster(b.v, svc, p, ss.GetName(), ss.GetLabels(), meshPolicy(b.v, scope.Policy(dr, p.Number, ss.GetName()))))
+	}
+}
+
+// sniService adds an AUTO_PASSTHROUGH gateway's clusters of one service
+// port: the plain one and one per DestinationRule subset (istiod's
+// buildOutboundSniDnatClusters).
+func (b *builder) sniService(svc *model.Service, p model.Port) {
+	dr := b.v.DestinationRule(svc)
+	if name := gen.SNIClusterName(p.Number, "", svc.Hostname); b.want == nil || b.want[name] {
+		b.add(sniCluster(b.v, svc, p, "", nil, meshPolicy(b.v, scope.Policy(dr, p.Number, ""))))
+	}
+	for _, ss := range dr.GetSubsets() {
+		if name := gen.SNIClusterName(p.Number, ss.GetName(), svc.Hostname); b.want != nil && !b.want[name] {
+			continue
+		}
+		b.add(sniCluster(b.v, svc, p, ss.GetName(), ss.GetLabels(), meshPolicy(b.v, scope.Policy(dr, p.Number, ss.GetName()))))
 	}
 }
 

@@ -26,7 +26,20 @@ const httpProtocolOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolO
 
 // outboundCluster builds "outbound|PORT|SUBSET|HOST".
 func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset string, labels map[string]string, policy *networking.TrafficPolicy) *clusterv3.Cluster {
-	name := gen.ClusterName(gen.Outbound, p.Number, subset, svc.Hostname)
+	return buildOutbound(v, svc, p, gen.ClusterName(gen.Outbound, p.Number, subset, svc.Hostname), subset, labels, policy, true)
+}
+
+// sniCluster builds "outbound_.PORT_.SUBSET_.HOST", the cluster an
+// AUTO_PASSTHROUGH gateway forwards that SNI to: outboundCluster's
+// without TLS of its own (the client's mTLS passes through), as istiod's
+// SniDnatClusterMode.
+func sniCluster(v *scope.View, svc *model.Service, p model.Port, subset string, labels map[string]string, policy *networking.TrafficPolicy) *clusterv3.Cluster {
+	return buildOutbound(v, svc, p, gen.SNIClusterName(p.Number, subset, svc.Hostname), subset, labels, policy, false)
+}
+
+// buildOutbound builds cluster name of svc's port p (subset's endpoints,
+// with labels), with its TLS unless tls is false.
+func buildOutbound(v *scope.View, svc *model.Service, p model.Port, name, subset string, labels map[string]string, policy *networking.TrafficPolicy, tls bool) *clusterv3.Cluster {
 	c := &clusterv3.Cluster{Name: name}
 	proxyless := v.Proxy.Proxyless
 	if !proxyless {
@@ -56,9 +69,11 @@ func outboundCluster(v *scope.View, svc *model.Service, p model.Port, subset str
 		c.LoadAssignment = dnsAssignment(v, svc, p, labels, name, policy, typ == clusterv3.Cluster_LOGICAL_DNS)
 	}
 	h2 := applyPolicy(c, v, p, policy, true)
-	if !proxyless {
+	switch {
+	case !tls:
+	case !proxyless:
 		applyTLS(c, v, svc, p, subset, policy.GetTls(), h2)
-	} else {
+	default:
 		c.TransportSocket = grpcTLS(v, svc, policy.GetTls())
 	}
 	return c

@@ -87,7 +87,7 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 				// cluster too: istiod names it.
 				if dr := v.DestinationRule(svc); dr.GetTrafficPolicy() != nil {
 					if m, ok := v.DestinationRuleMeta(dr); ok {
-						istioMetadata(c).Fields["config"] = structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + m.Namespace + "/destination-rule/" + m.Name)
+						istioMetadata(c).Fields["config"] = structpb.NewStringValue(gen.ConfigPath("destination-rule", m.Namespace, m.Name))
 					}
 				}
 			}
@@ -116,7 +116,7 @@ func istioTelemetry(v *scope.View, out []gen.Resource) {
 		}
 		if dr := v.DestinationRule(svc); dr != nil {
 			if m, ok := v.DestinationRuleMeta(dr); ok {
-				im.Fields["config"] = structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + m.Namespace + "/destination-rule/" + m.Name)
+				im.Fields["config"] = structpb.NewStringValue(gen.ConfigPath("destination-rule", m.Namespace, m.Name))
 			}
 			if k.Subset != "" {
 				im.Fields["subset"] = structpb.NewStringValue(k.Subset)

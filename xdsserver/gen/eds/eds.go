@@ -97,6 +97,12 @@ func allClusters(v *scope.View) []string {
 // not an IP (only DNS clusters have those) are kept as hostnames.
 func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[string]string, name string, policy *networking.TrafficPolicy) *endpointv3.ClusterLoadAssignment {
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	// An AUTO_PASSTHROUGH gateway cannot tell whether what it passes
+	// through is mTLS: its clusters keep only the endpoints that take
+	// Istio mTLS, so a connection can only reach a workload's mTLS chain
+	// (istiod's EndpointsWithMTLSFilter; a locality left without
+	// endpoints stays, weightless).
+	mtlsOnly := gen.IsSNIClusterName(name)
 	byLocality := map[string]int{}
 	var groups []group
 	for _, ep := range v.Push.Endpoints.Endpoints(svc.Key()) {
@@ -122,14 +128,23 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 			groups = append(groups, group{loc: loc.Locality, llb: loc})
 			cla.Endpoints = append(cla.Endpoints, loc)
 		}
+		mode := tlsMode(v, svc, ep, policy)
+		if mtlsOnly && mode != "istio" {
+			continue
+		}
 		g := &groups[i]
 		g.eps = append(g.eps, ep)
-		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbEndpoint(ep, tlsMode(v, svc, ep, policy)))
+		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbEndpoint(ep, mode))
 		w := ep.Weight
 		if w == 0 {
 			w = 1
 		}
 		g.llb.LoadBalancingWeight.Value += w
+	}
+	for _, loc := range cla.Endpoints {
+		if len(loc.LbEndpoints) == 0 {
+			loc.LoadBalancingWeight = nil // only where mtlsOnly left none
+		}
 	}
 	if len(cla.Endpoints) == 0 {
 		return cla

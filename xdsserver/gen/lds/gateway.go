@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	meshconfig "istio.io/api/mesh/v1alpha1"
@@ -25,8 +26,10 @@ import (
 // ADS, or certificate files; a server whose credential cannot be served
 // to this gateway is left out) and RDS "https.PORT.NAME.GW.NS"; TLS
 // passthrough servers get a tcp_proxy chain per VirtualService TLS route
-// (by SNI); TCP servers a tcp_proxy to the first bound TCP route. A chain
-// whose match another chain already has is dropped (first wins).
+// (by SNI); AUTO_PASSTHROUGH servers a chain per service port and subset
+// by the SNI of Istio's mTLS (autoPassthroughChains); TCP servers a
+// tcp_proxy to the first bound TCP route. A chain whose match another
+// chain already has is dropped (first wins).
 func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 	ports, byPort := scope.GatewayServers(v.Push, v.Proxy)
 	// Only TLS passthrough and TCP servers read VirtualServices here; the
@@ -107,6 +110,16 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 				b.filters[0] = httpFilter(stat, s.RouteName)
 				b.fc.FilterChainMatch, b.fc.TransportSocket, b.fc.Filters = &b.m, downstreamTLS(tlsSockets, v.Proxy, v.Push.Mesh, s.Server.GetTls()), b.filters[:]
 				l.FilterChains = append(l.FilterChains, &b.fc)
+			case s.Server.GetTls().GetMode() == networking.ServerTLSSettings_AUTO_PASSTHROUGH:
+				tls = true
+				for _, fc := range autoPassthroughChains(v, s) {
+					if claim(fc.GetFilterChainMatch().GetServerNames()) {
+						if gwTCP != nil {
+							fc.Filters = append(slices.Clip(gwTCP), fc.Filters...)
+						}
+						l.FilterChains = append(l.FilterChains, fc)
+					}
+				}
 			default:
 				tls = tls || s.Server.GetTls() != nil
 				for _, fc := range l4Chains(v, s, boundTo(s.Gateway), sniSeen, tlsSockets) {
@@ -321,6 +334,56 @@ func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, sniSee
 				}
 				out = append(out, &listenerv3.FilterChain{
 					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: m.GetSniHosts()},
+					Filters:          []*listenerv3.Filter{tcpProxyTo(tp)},
+				})
+			}
+		}
+	}
+	return out
+}
+
+// autoPassthroughChains are an AUTO_PASSTHROUGH server's chains, as
+// istiod's builtAutoPassthroughFilterChains: for every port (but UDP) of
+// every service of the mesh (not mesh-external) whose host the server's
+// hosts cover (their namespaces not read), a chain matching the SNI
+// Istio's mTLS gives that port (gen.SNIClusterName) and Istio's mTLS
+// ALPNs, forwarding the connection as it came (the client's mTLS ends at
+// the workload) to the cluster of that name; the same per DestinationRule
+// subset. VirtualServices play no part.
+func autoPassthroughChains(router *scope.View, s scope.GatewayServer) []*listenerv3.FilterChain {
+	v := scope.New(router.Push, router.Proxy) // a router's view lists no services (scope.NewRouter)
+	var out []*listenerv3.FilterChain
+	pat := v.Push.Mesh.GetOutboundClusterStatName()
+	for _, svc := range v.Services {
+		if svc.MeshExternal || !slices.ContainsFunc(s.Server.GetHosts(), func(h string) bool {
+			if _, after, ok := strings.Cut(h, "/"); ok {
+				h = after
+			}
+			return scope.HostMatch(h, svc.Hostname)
+		}) {
+			continue
+		}
+		var subsets []*networking.Subset
+		if v.HasDestinationRules() {
+			subsets = v.DestinationRule(svc).GetSubsets()
+		}
+		for _, p := range svc.Ports {
+			if p.Protocol == model.UDP {
+				continue
+			}
+			for i := -1; i < len(subsets); i++ {
+				subset := ""
+				if i >= 0 {
+					subset = subsets[i].GetName()
+				}
+				cluster := gen.SNIClusterName(p.Number, subset, svc.Hostname)
+				stat := cluster
+				if pat != "" {
+					stat = gen.StatName(pat, svc.Hostname, svc.Namespace, svc.Source.Kind == "", subset, p.Number, p.Name, 0)
+				}
+				tp := withPool(v, &tcpproxyv3.TcpProxy{StatPrefix: stat, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}}, svc, subset)
+				out = append(out, &listenerv3.FilterChain{
+					FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{cluster}, ApplicationProtocols: istioMTLSALPNs},
 					Filters:          []*listenerv3.Filter{tcpProxyTo(tp)},
 				})
 			}

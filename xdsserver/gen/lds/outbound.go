@@ -11,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -185,9 +184,7 @@ func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) (
 // vsMetadata is a chain's filter_metadata.istio.config naming the
 // VirtualService whose route it is, as istiod's BuildConfigInfoMetadata.
 func vsMetadata(c *config.Config) *corev3.Metadata {
-	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: map[string]*structpb.Value{
-		"config": structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + c.Namespace + "/virtual-service/" + c.Name),
-	}}}}
+	return gen.ConfigMetadata(gen.ConfigPath("virtual-service", c.Namespace, c.Name))
 }
 
 // tcpApplies reports whether a TCP route with matches ms applies to this

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	alpnv2 "istio.io/api/envoy/config/filter/http/alpn/v2alpha1"
 
-	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/rds"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
@@ -240,11 +239,7 @@ func inboundMX(v *scope.View, l *listenerv3.Listener) {
 // decorate names the spans of an inbound route config's routes as
 // istiod's default inbound route does: "HOST:PORT/*" of the service
 // (":0/*" for the catch-all). Only tracing reads the decorator.
-func decorate(rc *routev3.RouteConfiguration, svc *model.Service, port uint32) {
-	host := ""
-	if svc != nil {
-		host = svc.Hostname
-	}
+func decorate(rc *routev3.RouteConfiguration, host string, port uint32) {
 	op := host + ":" + strconv.Itoa(int(port)) + "/*"
 	for _, vh := range rc.GetVirtualHosts() {
 		for _, r := range vh.GetRoutes() {

@@ -1,6 +1,7 @@
 package lds
 
 import (
+	"net/netip"
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -9,6 +10,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 )
@@ -108,13 +110,14 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 	opts := newHCMOpts(v, inboundHTTP)
 	for _, in := range inst {
 		cluster := gen.ClusterName(gen.Inbound, in.TargetPort, "", "")
-		name := gen.ListenerName(wildcardIPv4, in.TargetPort)
+		name := gen.ListenerName(ingressBind(v.Proxy, in), in.TargetPort)
 		stat := "inbound_" + name
+		telemetryHost := in.TelemetryHost(v.Proxy.Namespace)
 		o := opts
 		o.http2 = in.Port.Protocol.IsHTTP2()
 		httpFilters := func() []*listenerv3.Filter {
 			h := hcmInline(stat, inboundRoute(v, cluster, in.Port.Number, in.Port.Protocol.IsGRPC()))
-			decorate(h.GetRouteConfig(), in.Service, in.Port.Number)
+			decorate(h.GetRouteConfig(), telemetryHost, in.Port.Number)
 			h.HttpFilters = sidecarHTTPFilters
 			o.apply(h)
 			if len(httpRBAC) > 0 {
@@ -124,13 +127,16 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 		}
 		tcpFilters := func() []*listenerv3.Filter {
 			stat := cluster
-			if pat := v.Push.Mesh.GetInboundClusterStatName(); pat != "" && in.Service != nil {
+			if pat := v.Push.Mesh.GetInboundClusterStatName(); pat != "" && in.Sidecar != nil {
+				stat = gen.InboundStatName(pat, telemetryHost, v.Proxy.Namespace, false, in.Port.Number, in.Port.Name)
+			} else if pat != "" && in.Service != nil {
 				s := in.Service
 				stat = gen.InboundStatName(pat, s.Hostname, s.Namespace, s.Source.Kind == "", in.Port.Number, in.Port.Name)
 			}
 			return append(slices.Clip(tcpRBAC), tcpProxy(stat, cluster))
 		}
 		mode := pa.PortMode(in.TargetPort)
+		first := len(l.FilterChains)
 		switch scope.ListenerProtocol(in.Port) {
 		case scope.ListenAuto:
 			// Sniffed as istiod sniffs an undeclared port: HTTP (by the
@@ -155,10 +161,35 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 		default:
 			l.FilterChains = append(l.FilterChains, inboundFilterChains(v, name, in.TargetPort, mode, false, tcpFilters)...)
 		}
+		if in.Sidecar != nil {
+			// Marked with the Sidecar they come from, as istiod marks them.
+			md := gen.ConfigMetadata(gen.ConfigPath("sidecar", v.Proxy.Namespace, in.Sidecar.Name))
+			for _, fc := range l.FilterChains[first:] {
+				fc.Metadata = md
+			}
+		}
 	}
 	l.ListenerFilters = inboundListenerFilters(l.FilterChains, tproxy)
 	inboundMX(v, l)
 	return l
+}
+
+// ingressBind is the address an inbound chain is named after: a Sidecar
+// ingress listener's is the proxy's first global unicast IP (istiod's
+// getSidecarInboundBindIPs; a wildcard when it has none), a service
+// port's the IPv4 wildcard.
+func ingressBind(p *model.Proxy, in scope.Instance) string {
+	if in.Sidecar != nil {
+		for _, ip := range p.IPs {
+			if a, err := netip.ParseAddr(ip); err == nil && a.IsGlobalUnicast() {
+				return a.String()
+			}
+		}
+		if v4, v6 := p.IPFamilies(); v6 && !v4 {
+			return wildcardIPv6
+		}
+	}
+	return wildcardIPv4
 }
 
 // inboundBlackhole takes connections to the inbound listener's own port.
@@ -194,7 +225,7 @@ func (c *passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv
 		if m.http {
 			if c.http == nil {
 				h := hcmInline(gen.InboundPassthroughCluster, inboundRoute(c.v, gen.InboundPassthroughCluster, 0, false))
-				decorate(h.GetRouteConfig(), nil, 0)
+				decorate(h.GetRouteConfig(), "", 0)
 				h.HttpFilters = sidecarHTTPFilters
 				newHCMOpts(c.v, inboundHTTP).apply(h)
 				if len(c.httpRBAC) > 0 {

@@ -22,7 +22,7 @@ import (
 // cluster form gets nothing.
 func grpcRoute(v *scope.View, name string) *routev3.RouteConfiguration {
 	k, ok := gen.ParseClusterName(name)
-	if !ok || k.Direction != gen.Outbound || k.Port == 0 || k.Host == "" {
+	if !ok || k.SNI || k.Direction != gen.Outbound || k.Port == 0 || k.Host == "" {
 		return nil
 	}
 	vb := newVhostBuilder(v, k.Port, len(v.Services), 0, nil)

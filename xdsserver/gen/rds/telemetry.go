@@ -3,9 +3,7 @@ package rds
 import (
 	"strconv"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/xdsserver/gen"
@@ -42,9 +40,7 @@ func vsTelemetry(c *config.Config, port uint32, routes []*routev3.Route) {
 	if len(routes) == 0 {
 		return
 	}
-	md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: map[string]*structpb.Value{
-		"config": structpb.NewStringValue("/apis/" + config.NetworkingGroup + "/v1/namespaces/" + c.Namespace + "/virtual-service/" + c.Name),
-	}}}}
+	md := gen.ConfigMetadata(gen.ConfigPath("virtual-service", c.Namespace, c.Name))
 	for _, r := range routes {
 		r.Metadata = md
 		if _, ok := gen.ParseClusterName(r.GetRoute().GetCluster()); ok {

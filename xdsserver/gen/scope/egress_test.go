@@ -5,6 +5,7 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 )
 
@@ -57,21 +58,30 @@ func TestListenerImports(t *testing.T) {
 
 // TestSidecarIngress: ingress listeners become inbound instances sorted
 // by port, protocol from the port's protocol (else its name), the first
-// of a port kept.
+// of a port kept; each names its Sidecar and takes the service the proxy
+// serves on its port, else a mesh-external one named after the Sidecar
+// in the proxy's namespace (istiod's findOrCreateService).
 func TestSidecarIngress(t *testing.T) {
-	sc := &networking.Sidecar{Ingress: []*networking.IstioIngressListener{
+	sc := &config.Config{Meta: config.Meta{Namespace: "istio-system", Name: "sc"}, Spec: &networking.Sidecar{Ingress: []*networking.IstioIngressListener{
 		{Port: &networking.SidecarPort{Number: 9090, Protocol: "TCP", Name: "tcp"}, DefaultEndpoint: "unix:///run/a.sock"},
 		{Port: &networking.SidecarPort{Number: 8080, Name: "http-web"}, DefaultEndpoint: "127.0.0.1:8081"},
 		{Port: &networking.SidecarPort{Number: 8080, Protocol: "TCP", Name: "dup"}, DefaultEndpoint: "127.0.0.1:9"},
-	}}
-	got := sidecarIngress(sc)
+	}}}
+	web := &model.Service{Hostname: "web.app.svc.cluster.local", Namespace: "app"}
+	got := sidecarIngress(sc, "app", []Instance{{Service: web, TargetPort: 8080}})
 	if len(got) != 2 {
 		t.Fatalf("got %d instances, want 2: %+v", len(got), got)
 	}
-	if got[0].TargetPort != 8080 || got[0].Port.Protocol != model.HTTP || got[0].Endpoint != "127.0.0.1:8081" || got[0].Service != nil {
+	if got[0].TargetPort != 8080 || got[0].Port.Protocol != model.HTTP || got[0].Endpoint != "127.0.0.1:8081" || got[0].Service != web || got[0].Sidecar != sc {
 		t.Errorf("first: %+v", got[0])
 	}
 	if got[1].TargetPort != 9090 || got[1].Port.Protocol != model.TCP || got[1].Endpoint != "unix:///run/a.sock" {
 		t.Errorf("second: %+v", got[1])
+	}
+	if s := got[1].Service; s == nil || s.Hostname != "sc.app" || !s.MeshExternal || s.Namespace != "app" {
+		t.Errorf("second's service: %+v, want the mesh-external sc.app", s)
+	}
+	if h := got[0].TelemetryHost("app"); h != "sc.app" {
+		t.Errorf("telemetry host %q, want the Sidecar's sc.app", h)
 	}
 }

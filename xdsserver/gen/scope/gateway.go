@@ -127,6 +127,20 @@ func (v *View) FQDN(host, ns string) string {
 	return host + "." + ns + ".svc." + v.ClusterDomain()
 }
 
+// AutoPassthrough reports whether a Gateway bound to proxy has an
+// AUTO_PASSTHROUGH server (an east-west gateway: it forwards Istio mTLS
+// by its SNI, and needs a cluster per service port and subset for it).
+func AutoPassthrough(pc *push.PushContext, proxy *model.Proxy) bool {
+	for _, gw := range Gateways(pc, proxy) {
+		for _, s := range gw.Spec.(*networking.Gateway).GetServers() {
+			if s.GetTls().GetMode() == networking.ServerTLSSettings_AUTO_PASSTHROUGH {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // IsPassthrough reports whether a server's TLS is passed through to the
 // backend rather than terminated.
 func IsPassthrough(t *networking.ServerTLSSettings) bool {

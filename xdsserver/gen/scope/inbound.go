@@ -18,9 +18,28 @@ type Instance struct {
 	TargetPort uint32
 	// Endpoint is a Sidecar ingress listener's defaultEndpoint
 	// ("127.0.0.1:8080", "unix:///path"); empty for an instance of a
-	// service, whose traffic goes to its original destination. Service
-	// is nil for a Sidecar ingress listener.
+	// service, whose traffic goes to its original destination.
 	Endpoint string
+	// Sidecar is the Sidecar whose ingress listener this is (nil for an
+	// instance of a service). Its Service is then the service the proxy
+	// serves on that target port, else one made up as istiod's
+	// findOrCreateService makes it: mesh-external, named after the
+	// Sidecar ("NAME.NAMESPACE").
+	Sidecar *config.Config
+}
+
+// TelemetryHost is the host the instance's chains are named after in
+// telemetry (decorators, inbound stat names): the service's, or for a
+// Sidecar ingress listener "SIDECAR.NAMESPACE" in the proxy's namespace,
+// as istiod's synthetic instance hostname.
+func (i Instance) TelemetryHost(proxyNamespace string) string {
+	if i.Sidecar != nil {
+		return i.Sidecar.Name + "." + proxyNamespace
+	}
+	if i.Service != nil {
+		return i.Service.Hostname
+	}
+	return ""
 }
 
 // Inbound returns the ports the proxy serves. A sidecar whose Sidecar
@@ -32,10 +51,15 @@ type Instance struct {
 // snapshot order) winning, sorted by target port.
 func Inbound(pc *push.PushContext, proxy *model.Proxy) []Instance {
 	if proxy.Type == model.SidecarProxy {
-		if sc := SidecarFor(pc, proxy); len(sc.GetIngress()) > 0 {
-			return sidecarIngress(sc)
+		if sc := SidecarConfigFor(pc, proxy); sc != nil && len(sc.Spec.(*networking.Sidecar).GetIngress()) > 0 {
+			return sidecarIngress(sc, proxy.Namespace, serviceInstances(pc, proxy))
 		}
 	}
+	return serviceInstances(pc, proxy)
+}
+
+// serviceInstances is Inbound without a Sidecar's ingress listeners.
+func serviceInstances(pc *push.PushContext, proxy *model.Proxy) []Instance {
 	var out []Instance
 	seen := map[uint32]bool{}
 	add := func(s *model.Service, p model.Port, target uint32) {
@@ -83,18 +107,34 @@ func Inbound(pc *push.PushContext, proxy *model.Proxy) []Instance {
 // name but the Sidecar does not is passed through (istio/istio
 // pilot/pkg/networking/core/listener_inbound.go buildInboundChainConfigs,
 // cluster.go buildInboundClustersFromSidecar). The cluster of port N is
-// "inbound|N||" and its traffic goes to the defaultEndpoint. The
-// ingress listener's tls, bind and captureMode are not supported.
-func sidecarIngress(sc *networking.Sidecar) []Instance {
-	out := make([]Instance, 0, len(sc.GetIngress()))
-	for _, in := range sc.GetIngress() {
+// "inbound|N||" and its traffic goes to the defaultEndpoint; its service
+// is the one of served (the proxy's service instances) on target port N,
+// else a mesh-external one named after the Sidecar (istiod's
+// findOrCreateService; in the proxy's namespace, as istiod's sidecar
+// scope of a root-namespace Sidecar). The ingress listener's tls, bind
+// and captureMode are not supported.
+func sidecarIngress(sc *config.Config, namespace string, served []Instance) []Instance {
+	ingress := sc.Spec.(*networking.Sidecar).GetIngress()
+	out := make([]Instance, 0, len(ingress))
+	var made *model.Service
+	for _, in := range ingress {
 		n := in.GetPort().GetNumber()
 		if n == 0 || slices.ContainsFunc(out, func(i Instance) bool { return i.TargetPort == n }) {
 			continue
 		}
 		p := model.Port{Name: in.GetPort().GetName(), Number: n, TargetPort: n,
 			Protocol: model.ParseProtocol(in.GetPort().GetProtocol(), in.GetPort().GetName())}
-		out = append(out, Instance{Port: p, TargetPort: n, Endpoint: in.GetDefaultEndpoint()})
+		i := Instance{Port: p, TargetPort: n, Endpoint: in.GetDefaultEndpoint(), Sidecar: sc}
+		if at := slices.IndexFunc(served, func(s Instance) bool { return s.TargetPort == n }); at >= 0 {
+			i.Service = served[at].Service
+		} else {
+			if made == nil {
+				made = &model.Service{Hostname: sc.Name + "." + namespace, Namespace: namespace, MeshExternal: true,
+					Source: config.Key{Kind: config.Sidecar, Namespace: namespace, Name: sc.Name}}
+			}
+			i.Service = made
+		}
+		out = append(out, i)
 	}
 	slices.SortFunc(out, func(a, b Instance) int { return int(a.TargetPort) - int(b.TargetPort) })
 	return out

@@ -365,29 +365,39 @@ func RootNamespace(pc *push.PushContext) string {
 	return "istio-system"
 }
 
-// SidecarFor returns the Sidecar that applies to proxy: one in its
-// namespace whose workloadSelector matches its labels, else one in its
-// namespace without a selector, else one in the root namespace without a
-// selector; of several, the oldest, then the first by name (istiod's
-// sidecar index, sorted by creation time); nil if none.
+// SidecarFor returns the Sidecar that applies to proxy (SidecarConfigFor's
+// spec); nil if none.
 func SidecarFor(pc *push.PushContext, proxy *model.Proxy) *networking.Sidecar {
-	var nsDefault *networking.Sidecar
+	if c := SidecarConfigFor(pc, proxy); c != nil {
+		return c.Spec.(*networking.Sidecar)
+	}
+	return nil
+}
+
+// SidecarConfigFor returns the Sidecar config that applies to proxy: one
+// in its namespace whose workloadSelector matches its labels, else one in
+// its namespace without a selector, else one in the root namespace
+// without a selector; of several, the oldest, then the first by name
+// (istiod's sidecar index, sorted by creation time); nil if none. The
+// config is the snapshot's and must not be altered.
+func SidecarConfigFor(pc *push.PushContext, proxy *model.Proxy) *config.Config {
+	var nsDefault *config.Config
 	for _, c := range pc.ConfigsInByAge(config.Sidecar, proxy.Namespace) {
 		sc := c.Spec.(*networking.Sidecar)
 		if sel := sc.GetWorkloadSelector(); sel != nil {
 			if LabelsMatch(sel.GetLabels(), proxy.Labels) {
-				return sc
+				return c
 			}
 		} else if nsDefault == nil {
-			nsDefault = sc
+			nsDefault = c
 		}
 	}
 	if nsDefault != nil {
 		return nsDefault
 	}
 	for _, c := range pc.ConfigsInByAge(config.Sidecar, RootNamespace(pc)) {
-		if sc := c.Spec.(*networking.Sidecar); sc.GetWorkloadSelector() == nil {
-			return sc
+		if c.Spec.(*networking.Sidecar).GetWorkloadSelector() == nil {
+			return c
 		}
 	}
 	return nil
