@@ -9,9 +9,11 @@ import (
 	"google.golang.org/grpc/mem"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
+	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -49,6 +51,10 @@ type shapeKey struct {
 	hasTopology bool
 	ips         string // only the IPs that some endpoint is at
 	endpoints   uint64 // endpoint index generation, when ips is set
+	// bind: for a sidecar's LDS whose Sidecar has ingress listeners,
+	// the IP their chains are named after (lds.ingressBind), when ips
+	// does not hold all of the proxy's IPs.
+	bind string
 	names       uint64 // hash of the subscribed names; 0 for wildcard
 	wildcard    bool
 	// efMeta: the node metadata that some EnvoyFilter match reads
@@ -94,6 +100,10 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 		k.ips = strings.Join(ips, ",")
 		k.endpoints = pc.Endpoints.Generation()
 	}
+	if typeURL == xdstype.Listener.URL && p.Type == model.SidecarProxy && len(ips) < len(p.IPs) &&
+		len(pc.Configs(config.Sidecar)) > 0 && len(scope.SidecarFor(pc, p).GetIngress()) > 0 {
+		k.bind = scope.GlobalUnicastIP(p.IPs)
+	}
 	if names != nil {
 		k.names = wire.NamesHash(names)
 	}
@@ -118,6 +128,9 @@ func (k shapeKey) proxy() *model.Proxy {
 		Metadata: map[string]string{}}
 	if k.ips != "" {
 		p.IPs = strings.Split(k.ips, ",")
+	}
+	if k.bind != "" && !slices.Contains(p.IPs, k.bind) {
+		p.IPs = append([]string{k.bind}, p.IPs...)
 	}
 	p.Families = k.families
 	p.InterceptionMode = k.interception

@@ -1,7 +1,6 @@
 package lds
 
 import (
-	"net/netip"
 	"slices"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -180,10 +179,8 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 // port's the IPv4 wildcard.
 func ingressBind(p *model.Proxy, in scope.Instance) string {
 	if in.Sidecar != nil {
-		for _, ip := range p.IPs {
-			if a, err := netip.ParseAddr(ip); err == nil && a.IsGlobalUnicast() {
-				return a.String()
-			}
+		if ip := scope.GlobalUnicastIP(p.IPs); ip != "" {
+			return ip
 		}
 		if v4, v6 := p.IPFamilies(); v6 && !v4 {
 			return wildcardIPv6

@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"net/netip"
 	"slices"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -138,6 +139,17 @@ func sidecarIngress(sc *config.Config, namespace string, served []Instance) []In
 	}
 	slices.SortFunc(out, func(a, b Instance) int { return int(a.TargetPort) - int(b.TargetPort) })
 	return out
+}
+
+// GlobalUnicastIP is the first of ips that is a global unicast address
+// (istiod's GlobalUnicastIP), "" when none is.
+func GlobalUnicastIP(ips []string) string {
+	for _, ip := range ips {
+		if a, err := netip.ParseAddr(ip); err == nil && a.IsGlobalUnicast() {
+			return a.String()
+		}
+	}
+	return ""
 }
 
 func portByName(s *model.Service, name string) (model.Port, bool) {
