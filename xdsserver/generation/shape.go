@@ -54,9 +54,9 @@ type shapeKey struct {
 	// bind: for a sidecar's LDS whose Sidecar has ingress listeners,
 	// the IP their chains are named after (lds.ingressBind), when ips
 	// does not hold all of the proxy's IPs.
-	bind string
-	names       uint64 // hash of the subscribed names; 0 for wildcard
-	wildcard    bool
+	bind     string
+	names    uint64 // hash of the subscribed names; 0 for wildcard
+	wildcard bool
 	// efMeta: the node metadata that some EnvoyFilter match reads
 	// (Builder.envoyFilterMeta), "" when none does.
 	efMeta string
