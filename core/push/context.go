@@ -39,6 +39,9 @@ type PushContext struct {
 	// JWKS are the key sets fetched for RequestAuthentication jwksUris
 	// (nil: none fetched).
 	JWKS *jwks.Set
+	// Networks are the network gateways of the meshNetworks config (nil:
+	// none; every endpoint is reached directly).
+	Networks *model.NetworkGateways
 
 	services *serviceIndex
 	kinds    map[config.Kind]*kindIndex
@@ -237,6 +240,8 @@ type Inputs struct {
 	TrustRoots []byte
 	// JWKS: see PushContext.JWKS.
 	JWKS *jwks.Set
+	// Networks: see PushContext.Networks.
+	Networks *model.NetworkGateways
 }
 
 // Changed says what changed since the previous snapshot, so Build can
@@ -262,7 +267,7 @@ var indexedKinds = []config.Kind{
 // what changed says changed. It is pure apart from reading in.
 func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushContext {
 	live := in.Registry.Endpoints()
-	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, JWKS: in.JWKS, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
+	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, JWKS: in.JWKS, Networks: in.Networks, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
 	if prev != nil {
 		pc.Version = prev.Version + 1
 	} else {

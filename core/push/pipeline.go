@@ -55,6 +55,7 @@ type Pipeline struct {
 	creds    atomic.Pointer[credentials.Set]
 	roots    atomic.Pointer[[]byte]
 	jwks     atomic.Pointer[jwks.Set]
+	networks atomic.Pointer[model.NetworkGateways]
 	current  atomic.Pointer[PushContext]
 	// pinned is current re-pinned at a later endpoint generation, shared
 	// by every caller until the endpoints move again.
@@ -209,6 +210,14 @@ func (p *Pipeline) SetCredentials(c *credentials.Set) {
 	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonCredentials)})
 }
 
+// SetNetworks replaces the network gateways (from the meshNetworks
+// config; nil: none) and queues a full push (reason "networks", global:
+// every proxy's endpoints may change).
+func (p *Pipeline) SetNetworks(g *model.NetworkGateways) {
+	p.networks.Store(g)
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonNetworks)})
+}
+
 // SetTrustRoots replaces the CA's roots (PEM; see
 // PushContext.TrustRoots) and queues a full push (reason "trust"). The
 // caller must not alter pem afterwards.
@@ -323,7 +332,7 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 	pc := p.current.Load()
 	if req.Full || pc == nil {
 		start := time.Now()
-		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots(), JWKS: p.jwks.Load()}, changed, start)
+		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots(), JWKS: p.jwks.Load(), Networks: p.networks.Load()}, changed, start)
 		p.current.Store(pc)
 		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
 	} else if changed != nil && len(changed.Kinds) > 0 {

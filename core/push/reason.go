@@ -25,12 +25,14 @@ const (
 	ReasonTrust Reason = "trust"
 	// ReasonJWKS: fetched JWT key sets changed.
 	ReasonJWKS Reason = "jwks"
+	// ReasonNetworks: the meshNetworks gateways changed. Global.
+	ReasonNetworks Reason = "networks"
 )
 
 // Global reports whether a push for the reason may change anything for
 // any proxy, whatever configs or services the request lists: every proxy
 // and every type is affected.
-func (r Reason) Global() bool { return r == ReasonMesh || r == ReasonInitial }
+func (r Reason) Global() bool { return r == ReasonMesh || r == ReasonInitial || r == ReasonNetworks }
 
 // Reasons count the reasons merged into one request.
 type Reasons map[Reason]int

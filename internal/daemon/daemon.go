@@ -37,10 +37,13 @@ import (
 
 // Daemon is a running baremeshd.
 type Daemon struct {
-	cfg      daemonconfig.Config
-	pushes   atomic.Uint64  // snapshots published (idletrim.go)
-	cluster  *cluster.Table // the registration table, replicated or of one (cluster.go)
-	log      *slog.Logger
+	cfg     daemonconfig.Config
+	pushes  atomic.Uint64  // snapshots published (idletrim.go)
+	cluster *cluster.Table // the registration table, replicated or of one (cluster.go)
+	log     *slog.Logger
+	// networks: the meshNetworks New loaded (nil: none), watchNetworks'
+	// baseline.
+	networks *meshv1alpha1.MeshNetworks
 	reg      *registry
 	agg      *store.Aggregate
 	own      *store.Memory
@@ -77,6 +80,14 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 		EndpointsBypassDebounce: true, Logger: log.With("component", "push"),
 	})
 	d.agg.Subscribe(d.pipeline.OnEvents)
+	if cfg.MeshNetworks != "" {
+		if d.networks, err = config.LoadMeshNetworks(cfg.MeshNetworks); err != nil {
+			return nil, fmt.Errorf("mesh networks: %w", err)
+		}
+		if d.networks != nil {
+			d.setNetworks(d.networks)
+		}
+	}
 	if err := daemonconfig.CheckPlaintextXDS(cfg); err != nil {
 		return nil, err
 	}
@@ -193,6 +204,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun(func() { d.pipeline.Run(ctx, synced) })
 	goRun(func() { d.wl.FollowGroups(ctx, d.agg, synced) })
 	goRun(func() { d.watchMesh(ctx) })
+	goRun(func() { d.watchNetworks(ctx, d.networks) })
 	d.startIdleTrim(ctx, goRun)
 
 	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}

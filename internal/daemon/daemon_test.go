@@ -35,6 +35,7 @@ func startDaemon(t *testing.T, dir string) (*Daemon, func()) {
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(filepath.Dir(dir), "meshconfig.yaml")
+	cfg.MeshNetworks = filepath.Join(filepath.Dir(dir), "meshnetworks.yaml")
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

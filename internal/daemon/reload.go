@@ -25,6 +25,11 @@ func CheckConfig(args []string) (daemonconfig.Config, string, error) {
 	if _, err := config.LoadMeshConfig(cfg.MeshConfig); err != nil {
 		return cfg, path, fmt.Errorf("mesh config %s: %w", cfg.MeshConfig, err)
 	}
+	if cfg.MeshNetworks != "" {
+		if _, err := config.LoadMeshNetworks(cfg.MeshNetworks); err != nil {
+			return cfg, path, fmt.Errorf("mesh networks %s: %w", cfg.MeshNetworks, err)
+		}
+	}
 	if err := checkCA(cfg); err != nil {
 		return cfg, path, err
 	}

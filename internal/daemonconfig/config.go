@@ -65,9 +65,12 @@ type Config struct {
 	// MeshConfig is the mesh config file (watched); missing means Istio's
 	// defaults.
 	MeshConfig string `json:"meshConfig"`
-	XDSAddr    string `json:"xdsAddr"`
-	HTTPAddr   string `json:"httpAddr"`
-	LogLevel   string `json:"logLevel"`
+	// MeshNetworks is the meshNetworks file (Istio's MeshNetworks:
+	// networks and their gateways; watched); missing means one network.
+	MeshNetworks string `json:"meshNetworks,omitempty"`
+	XDSAddr      string `json:"xdsAddr"`
+	HTTPAddr     string `json:"httpAddr"`
+	LogLevel     string `json:"logLevel"`
 	// MaxFileSize is the largest config file read, in bytes.
 	MaxFileSize int64 `json:"maxFileSize"`
 	// MaxDocuments is the most resources one config file may hold and
@@ -177,6 +180,7 @@ const DefaultJWKSRefresh = 20 * time.Minute
 func Defaults() Config {
 	return Config{
 		MeshConfig:   "/etc/baremesh/meshconfig.yaml",
+		MeshNetworks: "/etc/baremesh/meshnetworks.yaml",
 		XDSAddr:      "127.0.0.1:15010",
 		HTTPAddr:     "127.0.0.1:15014",
 		LogLevel:     "info",
@@ -381,7 +385,7 @@ func ReadFile(path string) (Config, error) {
 			}
 		}
 	}
-	for _, p := range []*string{&cfg.MeshConfig, &cfg.StateDir, &cfg.CredentialsDir, &cfg.CACertsDir, &cfg.Clusters, &cfg.Cluster.KeyFile} {
+	for _, p := range []*string{&cfg.MeshConfig, &cfg.MeshNetworks, &cfg.StateDir, &cfg.CredentialsDir, &cfg.CACertsDir, &cfg.Clusters, &cfg.Cluster.KeyFile} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(base, *p)
 		}

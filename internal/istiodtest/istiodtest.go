@@ -183,6 +183,7 @@ func Start(tb testing.TB, opts Options) *Istiod {
 	}
 	write("kubeconfig", string(kc), 0o600)
 	write("mesh.yaml", opts.MeshConfig, 0o644)
+	write("meshNetworks.yaml", "networks: {}\n", 0o644) // watched: NetworksPath
 	if err := i.Namespace(context.Background(), "istio-system"); err != nil {
 		tb.Fatal(err)
 	}
@@ -192,7 +193,8 @@ func Start(tb testing.TB, opts Options) *Istiod {
 	}
 	cmd := exec.Command(bin, "discovery", "--kubeconfig", filepath.Join(i.Dir, "kubeconfig"),
 		"--grpcAddr", i.XDSAddr, "--httpAddr", i.DebugAddr, "--monitoringAddr", i.MonitoringAddr,
-		"--secureGRPCAddr=", "--httpsAddr=", "--meshConfig", filepath.Join(i.Dir, "mesh.yaml"))
+		"--secureGRPCAddr=", "--httpsAddr=", "--meshConfig", filepath.Join(i.Dir, "mesh.yaml"),
+		"--networksConfig", i.NetworksPath())
 	cmd.Env = append(append(os.Environ(), "POD_NAMESPACE=istio-system"), opts.Env...)
 	cmd.Stdout, cmd.Stderr, cmd.Dir = logf, logf, i.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -234,6 +236,9 @@ func (i *Istiod) Stop() {
 	_ = i.cmd.Wait()
 	i.cmd = nil
 }
+
+// NetworksPath is istiod's meshNetworks file (watched; none at first).
+func (i *Istiod) NetworksPath() string { return filepath.Join(i.Dir, "meshNetworks.yaml") }
 
 // LogPath is istiod's log file.
 func (i *Istiod) LogPath() string { return filepath.Join(i.Dir, "istiod.log") }

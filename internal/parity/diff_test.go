@@ -75,7 +75,7 @@ func TestSelfParity(t *testing.T) {
 	must(t, err)
 	config, err := YAML(docs)
 	must(t, err)
-	addr, stop := startBaremesh(t, config)
+	addr, stop := startBaremesh(t, config, "", "")
 	defer stop()
 	var norm Normalizer
 	for _, name := range append(DefaultProxies, "reviews-vm") {

@@ -44,6 +44,8 @@ type istiod struct {
 	// counts the changes.
 	mesh    string
 	meshGen int
+	// networks is the meshNetworks istiod was last given (setNetworks).
+	networks string
 	// probe sees istiod's full pushes (setMesh); started on first use.
 	probe *pushProbe
 }
@@ -387,18 +389,24 @@ func kindOfOurs(kind string) bool {
 }
 
 // baremeshd runs the daemon in-process over a directory holding the
-// scenario as one file, with Istio's default mesh config; stop ends it.
-func startBaremesh(t *testing.T, config []byte, mesh ...string) (addr string, stop func()) {
+// scenario as one file, with Istio's default mesh config (or mesh, a
+// scenario's) and no meshNetworks (or networks, a scenario's); stop ends
+// it.
+func startBaremesh(t *testing.T, config []byte, mesh, networks string) (addr string, stop func()) {
 	t.Helper()
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "scenario.yaml"), config, 0o644))
-	if len(mesh) > 0 && mesh[0] != "" { // a scenario's mesh config (mesh_test.go)
-		must(t, os.WriteFile(filepath.Join(dir, "meshconfig.yaml"), []byte(mesh[0]), 0o644))
+	if mesh != "" { // a scenario's mesh config (mesh_test.go)
+		must(t, os.WriteFile(filepath.Join(dir, "meshconfig.yaml"), []byte(mesh), 0o644))
+	}
+	if networks != "" { // a scenario's meshNetworks (networks_test.go)
+		must(t, os.WriteFile(filepath.Join(dir, "meshnetworks.yaml"), []byte(networks), 0o644))
 	}
 	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(dir, "meshconfig.yaml")
+	cfg.MeshNetworks = filepath.Join(dir, "meshnetworks.yaml")
 	cfg.StateDir = filepath.Join(dir, "state")
 	cfg.CredentialsDir = filepath.Join(dir, "credentials")
 	cfg.Debounce = daemonconfig.Duration{Duration: 10 * time.Millisecond}

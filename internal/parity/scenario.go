@@ -29,6 +29,9 @@ type Scenario struct {
 	// Mesh is a mesh config file (relative to the package directory) both
 	// control planes get over Istio's defaults; none: the defaults.
 	Mesh string `json:"mesh,omitempty"`
+	// Networks is a meshNetworks file (relative to the package
+	// directory) both control planes get; none: one network.
+	Networks string `json:"networks,omitempty"`
 	// Apart creates the scenario's own documents one at a time in file
 	// order, each in a later second than the one before (creation
 	// timestamps have whole seconds), so that where istiod takes the

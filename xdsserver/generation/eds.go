@@ -12,6 +12,7 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/eds"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -32,6 +33,12 @@ type edsKey struct {
 	labels    string // canonical k=v,… form
 	locality  string // region/zone/subzone
 	proxyless bool
+	// netView: the proxy's REQUESTED_NETWORK_VIEW; network and families
+	// (model.Proxy.Families bits): its network and address families,
+	// only with network gateways in the mesh (gen/eds/network.go).
+	netView  string
+	network  string
+	families uint8
 }
 
 // edsInput is an edsKey with the snapshot it names: pc has version
@@ -50,7 +57,24 @@ func baseEDSKey(pc *push.PushContext, p *model.Proxy) edsKey {
 	if l := p.Locality; l != nil {
 		k.locality = l.GetRegion() + "/" + l.GetZone() + "/" + l.GetSubZone()
 	}
+	k.netView = p.Metadata[eds.RequestedNetworkView]
+	if pc.Networks.Enabled() {
+		k.network, k.families = p.Network, families(p)
+	}
 	return k
+}
+
+// families is p's address families as model.Proxy.Families bits.
+func families(p *model.Proxy) uint8 {
+	var f uint8
+	v4, v6 := p.IPFamilies()
+	if v4 {
+		f |= model.FamilyIPv4
+	}
+	if v6 {
+		f |= model.FamilyIPv6
+	}
+	return f
 }
 
 func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
@@ -67,10 +91,13 @@ func (k edsKey) forCluster(pc *push.PushContext, cluster string) edsKey {
 // nothing else.
 func (k edsKey) proxy() *model.Proxy {
 	p := &model.Proxy{ID: "cache", Type: k.nodeType, Namespace: k.namespace, DNSDomain: k.dnsDomain,
-		Labels: parseLabels(k.labels), Proxyless: k.proxyless, Metadata: map[string]string{}}
+		Labels: parseLabels(k.labels), Proxyless: k.proxyless, Metadata: map[string]string{}, Network: k.network, Families: k.families}
 	if k.locality != "" {
 		parts := strings.SplitN(k.locality, "/", 3)
 		p.Locality = &corev3.Locality{Region: parts[0], Zone: parts[1], SubZone: parts[2]}
+	}
+	if k.netView != "" {
+		p.Metadata[eds.RequestedNetworkView] = k.netView
 	}
 	return p
 }

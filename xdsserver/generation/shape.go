@@ -13,6 +13,7 @@ import (
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/eds"
 	"github.com/baremesh/baremesh/xdsserver/gen/scope"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
@@ -60,6 +61,10 @@ type shapeKey struct {
 	// efMeta: the node metadata that some EnvoyFilter match reads
 	// (Builder.envoyFilterMeta), "" when none does.
 	efMeta string
+	// netView, network: CDS's DNS clusters' endpoints follow the
+	// proxy's REQUESTED_NETWORK_VIEW and, with network gateways in the
+	// mesh, its network (as EDS: edsKey).
+	netView, network string
 }
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []string) shapeKey {
@@ -79,14 +84,7 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 	} else if !otelTracer(pc.Mesh) {
 		k.serviceCluster = ""
 	}
-	if v4, v6 := p.IPFamilies(); v4 || v6 {
-		if v4 {
-			k.families |= model.FamilyIPv4
-		}
-		if v6 {
-			k.families |= model.FamilyIPv6
-		}
-	}
+	k.families = families(p)
 	if p.GatewayTopology != nil {
 		k.topology, k.hasTopology = *p.GatewayTopology, true
 	}
@@ -106,6 +104,12 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 	}
 	if names != nil {
 		k.names = wire.NamesHash(names)
+	}
+	if typeURL == xdstype.Cluster.URL {
+		k.netView = p.Metadata[eds.RequestedNetworkView]
+		if pc.Networks.Enabled() {
+			k.network = p.Network
+		}
 	}
 	return k
 }
@@ -143,6 +147,10 @@ func (k shapeKey) proxy() *model.Proxy {
 		p.GatewayTopology = &t
 	}
 	parseMeta(k.efMeta, p.Metadata)
+	p.Network = k.network
+	if k.netView != "" {
+		p.Metadata[eds.RequestedNetworkView] = k.netView
+	}
 	return p
 }
 

@@ -103,6 +103,8 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 	// (istiod's EndpointsWithMTLSFilter; a locality left without
 	// endpoints stays, weightless).
 	mtlsOnly := gen.IsSNIClusterName(name)
+	nets := newNetworks(v.Proxy, v.Push.Networks)     // network.go
+	var viaGW map[int]map[model.NetworkGateway]uint32 // by group: its gateways' weights
 	byLocality := map[string]int{}
 	var groups []group
 	for _, ep := range v.Push.Endpoints.Endpoints(svc.Key()) {
@@ -120,6 +122,12 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 				continue // EDS needs IPs
 			}
 		}
+		nw := ""
+		if nets.gws != nil || nets.view != nil {
+			if nw = ep.Network; !nets.visible(nw) {
+				continue
+			}
+		}
 		i, ok := byLocality[ep.Locality]
 		if !ok {
 			i = len(groups)
@@ -132,14 +140,41 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 		if mtlsOnly && mode != "istio" {
 			continue
 		}
-		g := &groups[i]
-		g.eps = append(g.eps, ep)
-		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbEndpoint(ep, mode))
 		w := ep.Weight
 		if w == 0 {
 			w = 1
 		}
+		if nets.gws != nil {
+			w = nets.weight(ep.Weight)
+			direct, gws := nets.route(nw)
+			if !direct {
+				if len(gws) > 0 && mode == "istio" { // gateways route Istio mTLS only
+					if viaGW == nil {
+						viaGW = map[int]map[model.NetworkGateway]uint32{}
+					}
+					if viaGW[i] == nil {
+						viaGW[i] = map[model.NetworkGateway]uint32{}
+					}
+					viaGateways(viaGW[i], w, gws)
+				}
+				continue
+			}
+		}
+		g := &groups[i]
+		g.eps = append(g.eps, ep)
+		lb := lbEndpoint(ep, mode)
+		lb.LoadBalancingWeight.Value = w
+		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lb)
 		g.llb.LoadBalancingWeight.Value += w
+	}
+	for i, weights := range viaGW {
+		g := &groups[i]
+		lbs, eps := gatewayEndpoints(weights)
+		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbs...)
+		g.eps = append(g.eps, eps...)
+		for _, lb := range lbs {
+			g.llb.LoadBalancingWeight.Value += lb.GetLoadBalancingWeight().GetValue()
+		}
 	}
 	for _, loc := range cla.Endpoints {
 		if len(loc.LbEndpoints) == 0 {

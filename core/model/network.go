@@ -1,0 +1,99 @@
+package model
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+)
+
+// NetworkGateway is a gateway into a network: the address and port
+// (an east-west gateway's AUTO_PASSTHROUGH server, 15443) that proxies
+// in other networks send that network's endpoints' traffic to.
+type NetworkGateway struct {
+	Network string
+	Addr    string
+	Port    uint32
+}
+
+// NetworkGateways are the mesh's network gateways (istiod's
+// NetworkGateways from meshNetworks), by network, each network's sorted
+// by address and port. A nil *NetworkGateways has none.
+type NetworkGateways struct {
+	byNetwork map[string][]NetworkGateway
+	scale     uint32
+	// Skipped are the gateways left out, with why (a hostname address:
+	// baremeshd does not resolve names; a registryServiceName).
+	Skipped []string
+}
+
+// NewNetworkGateways reads the gateways of meshNetworks (nil: none). A
+// gateway's address must be an IP; the others are listed in Skipped.
+func NewNetworkGateways(n *meshv1alpha1.MeshNetworks) *NetworkGateways {
+	g := &NetworkGateways{byNetwork: map[string][]NetworkGateway{}, scale: 1}
+	for name, nw := range n.GetNetworks() {
+		for _, gw := range nw.GetGateways() {
+			switch {
+			case gw.GetRegistryServiceName() != "":
+				g.Skipped = append(g.Skipped, "network "+name+": registryServiceName "+gw.GetRegistryServiceName()+" (a Kubernetes Service's load balancer address) is not supported; give the gateway's address")
+				continue
+			case !isIP(gw.GetAddress()):
+				g.Skipped = append(g.Skipped, "network "+name+": address "+gw.GetAddress()+" is not an IP (names are not resolved)")
+				continue
+			}
+			gw := NetworkGateway{Network: name, Addr: gw.GetAddress(), Port: gw.GetPort()}
+			if !slices.Contains(g.byNetwork[name], gw) {
+				g.byNetwork[name] = append(g.byNetwork[name], gw)
+			}
+		}
+	}
+	for name, gws := range g.byNetwork {
+		slices.SortFunc(gws, func(a, b NetworkGateway) int {
+			if r := cmp.Compare(a.Addr, b.Addr); r != 0 {
+				return r
+			}
+			return cmp.Compare(a.Port, b.Port)
+		})
+		g.byNetwork[name] = gws
+		g.scale = lcm(g.scale, uint32(len(gws)))
+	}
+	slices.Sort(g.Skipped)
+	return g
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
+
+// Enabled reports whether there is any gateway: only then do networks
+// change what proxies are sent (istiod's IsMultiNetworkEnabled).
+func (g *NetworkGateways) Enabled() bool { return g != nil && len(g.byNetwork) > 0 }
+
+// For returns network's gateways (nil: none).
+func (g *NetworkGateways) For(network string) []NetworkGateway {
+	if g == nil {
+		return nil
+	}
+	return g.byNetwork[network]
+}
+
+// ScaleFactor is the least common multiple of the numbers of gateways
+// of the networks: endpoint weights are multiplied by it, so that an
+// endpoint's weight splits evenly among its network's gateways (istiod's
+// GetLBWeightScaleFactor). 1 without gateways.
+func (g *NetworkGateways) ScaleFactor() uint32 {
+	if g == nil {
+		return 1
+	}
+	return g.scale
+}
+
+func lcm(a, b uint32) uint32 {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
+}

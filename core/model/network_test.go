@@ -1,0 +1,38 @@
+package model
+
+import (
+	"slices"
+	"testing"
+
+	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
+)
+
+// TestNetworkGateways: gateways by network, sorted by address and port,
+// duplicates once; the weight scale is the lcm of the networks' gateway
+// counts; names and registry services are left out and said why.
+func TestNetworkGateways(t *testing.T) {
+	gw := func(addr string, port uint32) *meshv1alpha1.Network_IstioNetworkGateway {
+		return &meshv1alpha1.Network_IstioNetworkGateway{Gw: &meshv1alpha1.Network_IstioNetworkGateway_Address{Address: addr}, Port: port}
+	}
+	g := NewNetworkGateways(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{
+		"a": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{gw("192.0.2.2", 15443), gw("192.0.2.1", 15443), gw("192.0.2.1", 15443)}},
+		"b": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{gw("192.0.2.3", 15443), gw("192.0.2.4", 15443), gw("192.0.2.5", 15443), gw("gw.example.com", 15443)}},
+		"c": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{{Gw: &meshv1alpha1.Network_IstioNetworkGateway_RegistryServiceName{RegistryServiceName: "istio-eastwestgateway.istio-system.svc.cluster.local"}, Port: 15443}}},
+	}})
+	if !g.Enabled() {
+		t.Fatal("not enabled")
+	}
+	if got := g.For("a"); !slices.Equal(got, []NetworkGateway{{"a", "192.0.2.1", 15443}, {"a", "192.0.2.2", 15443}}) {
+		t.Errorf("a: %v", got)
+	}
+	if g.For("c") != nil || len(g.Skipped) != 2 {
+		t.Errorf("c: %v; skipped %v, want the name and the registry service", g.For("c"), g.Skipped)
+	}
+	if s := g.ScaleFactor(); s != 6 {
+		t.Errorf("scale %d, want lcm(2, 3) = 6", s)
+	}
+	var none *NetworkGateways
+	if none.Enabled() || none.ScaleFactor() != 1 || NewNetworkGateways(nil).Enabled() {
+		t.Error("no meshNetworks: enabled")
+	}
+}

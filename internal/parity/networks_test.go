@@ -1,0 +1,85 @@
+package parity
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
+)
+
+// setNetworks gives istiod the meshNetworks yaml ("" for none) and waits
+// until it serves those gateways (/debug/networkz) and has pushed since.
+func (i *istiod) setNetworks(t *testing.T, yaml string) {
+	t.Helper()
+	if yaml == i.networks {
+		return
+	}
+	n, err := config.ParseMeshNetworks([]byte(yaml), "networks")
+	must(t, err)
+	var want []string
+	gws := model.NewNetworkGateways(n)
+	for name := range n.GetNetworks() {
+		for _, gw := range gws.For(name) {
+			want = append(want, fmt.Sprintf("%s %s:%d", gw.Network, gw.Addr, gw.Port))
+		}
+	}
+	slices.Sort(want)
+	if i.probe == nil {
+		i.probe = startProbe(t, i.grpcAddr)
+	}
+	pushes := i.probe.n.Load()
+	body := yaml
+	if body == "" {
+		body = "networks: {}\n"
+	}
+	path := filepath.Join(i.dir, "meshNetworks.yaml")
+	must(t, os.WriteFile(path+".tmp", []byte(body), 0o644))
+	must(t, os.Rename(path+".tmp", path))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got []string
+		if resp, err := http.Get("http://" + i.httpAddr + "/debug/networkz"); err == nil {
+			var list []struct {
+				Network, Addr string
+				Port          uint32
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if json.Unmarshal(b, &list) == nil {
+				for _, g := range list {
+					got = append(got, fmt.Sprintf("%s %s:%d", g.Network, g.Addr, g.Port))
+				}
+				slices.Sort(got)
+				if slices.Equal(got, want) {
+					i.probe.waitBeyond(t, pushes, "the push of the new meshNetworks")
+					i.networks = yaml
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("istiod serves gateways %v 30s after meshNetworks gave %v", got, want)
+		}
+		time.Sleep(100 * time.Millisecond) // polling istiod's gateways, not synchronisation
+	}
+}
+
+// NetworksYAML is the scenario's meshNetworks file's content ("" for none).
+func (s *Scenario) NetworksYAML() (string, error) {
+	if s.Networks == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(s.Networks)
+	if err != nil {
+		return "", fmt.Errorf("scenario %s: networks: %w", s.Name, err)
+	}
+	return string(b), nil
+}
