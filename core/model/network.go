@@ -2,6 +2,7 @@ package model
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -12,9 +13,9 @@ import (
 // (an east-west gateway's AUTO_PASSTHROUGH server, 15443) that proxies
 // in other networks send that network's endpoints' traffic to.
 type NetworkGateway struct {
-	Network string
-	Addr    string
-	Port    uint32
+	Network string `json:"network"`
+	Addr    string `json:"address"`
+	Port    uint32 `json:"port"`
 }
 
 // NetworkGateways are the mesh's network gateways (istiod's
@@ -77,6 +78,18 @@ func (g *NetworkGateways) For(network string) []NetworkGateway {
 		return nil
 	}
 	return g.byNetwork[network]
+}
+
+// All returns every gateway, by network name, then address and port.
+func (g *NetworkGateways) All() []NetworkGateway {
+	if g == nil {
+		return nil
+	}
+	var out []NetworkGateway
+	for _, name := range slices.Sorted(maps.Keys(g.byNetwork)) {
+		out = append(out, g.byNetwork[name]...)
+	}
+	return out
 }
 
 // ScaleFactor is the least common multiple of the numbers of gateways

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -18,10 +20,7 @@ func (d *Daemon) setNetworks(n *meshv1alpha1.MeshNetworks) {
 	for _, s := range g.Skipped {
 		d.log.Warn("mesh networks: gateway left out", "file", d.cfg.MeshNetworks, "gateway", s)
 	}
-	if !g.Enabled() {
-		g = nil
-	}
-	d.pipeline.SetNetworks(g)
+	d.pipeline.SetNetworks(g) // without gateways: one network (g.Enabled), its Skipped kept for networkz
 }
 
 // watchNetworks follows the meshNetworks file as watchMesh follows the
@@ -59,4 +58,25 @@ func (d *Daemon) watchNetworks(ctx context.Context, last *meshv1alpha1.MeshNetwo
 	if err != nil {
 		d.log.Info("mesh networks not watched", "file", d.cfg.MeshNetworks, "reason", err)
 	}
+}
+
+// networkz serves /debug/networkz (istiod's name): the network gateways
+// in force, and those of the meshNetworks file left out, with why.
+func (d *Daemon) networkz(w http.ResponseWriter, _ *http.Request) {
+	var g *model.NetworkGateways
+	if pc := d.pipeline.Current(); pc != nil {
+		g = pc.Networks
+	}
+	out := struct {
+		File     string                 `json:"file"`
+		Gateways []model.NetworkGateway `json:"gateways"`
+		Skipped  []string               `json:"skipped,omitempty"`
+	}{File: d.cfg.MeshNetworks, Gateways: g.All()}
+	if g != nil {
+		out.Skipped = g.Skipped
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(out)
 }

@@ -38,8 +38,12 @@ func TestMeshNetworksWatched(t *testing.T) {
 		return -1
 	}
 	testkit.Eventually(t, "the gateway of the file at start", func() bool { return gateways() == 1 })
-	write("networks:\n  net-k8s:\n    gateways: [{address: 192.0.2.10, port: 15443}, {address: 192.0.2.11, port: 15443}]\n")
+	write("networks:\n  net-k8s:\n    gateways: [{address: 192.0.2.10, port: 15443}, {address: 192.0.2.11, port: 15443}, {address: gw.example.com, port: 15443}]\n")
 	testkit.Eventually(t, "the edited gateways", func() bool { return gateways() == 2 })
+	// /debug/networkz shows them, and the one left out with why.
+	if _, body := get(t, "http://"+d.HTTPAddr()+"/debug/networkz"); !strings.Contains(body, `"address": "192.0.2.11"`) || !strings.Contains(body, "gw.example.com is not an IP") {
+		t.Errorf("/debug/networkz: %s", body)
+	}
 	write("networks:\n  net-k8s:\n    gateways: [{port: 15443}]\n")
 	testkit.Eventually(t, "the bad edit counted as refused", func() bool {
 		_, m := get(t, "http://"+d.HTTPAddr()+"/metrics")
