@@ -136,7 +136,7 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(redactedDumps{d.xds})) // http.go
 	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
 	d.Handle("/debug/networkz", http.HandlerFunc(d.networkz)) // networks.go
-	d.Handle("/debug/diff", http.HandlerFunc(d.diffHandler)) // dryrun.go
+	d.Handle("/debug/diff", http.HandlerFunc(d.diffHandler))  // dryrun.go
 	return d, nil
 }
 
