@@ -1,15 +1,22 @@
 package daemon
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
+	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/internal/daemonconfig"
+	"github.com/baremesh/baremesh/xdsserver/wire"
+	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // TestMeshNetworksWatched: the meshNetworks file's gateways reach the
@@ -74,5 +81,63 @@ func TestMeshNetworksWatched(t *testing.T) {
 	}
 	if _, _, err := CheckConfig([]string{"--config", conf}); err == nil || !strings.Contains(err.Error(), file) {
 		t.Errorf("check-config with a bad meshNetworks: %v, want a refusal naming %s", err, file)
+	}
+}
+
+// TestMultiNetworkExample: examples/multi-network as shipped: a VM in
+// net-vm reaches the pods' service through net-k8s's gateway, a proxy in
+// net-k8s reaches them directly, and the VM network's east-west gateway
+// forwards Istio mTLS to the VMs' service by SNI.
+func TestMultiNetworkExample(t *testing.T) {
+	cfg, _, err := daemonconfig.Load([]string{"--config", "../../examples/multi-network/baremesh.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.MeshConfig, cfg.StateDir = filepath.Join(t.TempDir(), "absent.yaml"), t.TempDir()
+	d := runDaemon(t, cfg)
+	testkit.Eventually(t, "the example's gateways in the snapshot", func() bool {
+		pc := d.Pipeline().Current()
+		return pc != nil && len(pc.Networks.For("net-k8s")) == 1 && len(pc.Services()) >= 2
+	})
+	pc := d.Pipeline().Current()
+	const reviews = "outbound|9080||reviews.bookinfo.svc.cluster.local"
+	endpoints := func(network string) []string {
+		p := &model.Proxy{ID: "p-" + network, Type: model.SidecarProxy, Namespace: "bookinfo", Network: network, IPs: []string{"10.10.0.7"}, Labels: map[string]string{}, Metadata: map[string]string{}}
+		res, _, err := d.XDS().Builder().Build(pc, xdstype.Endpoint, p, []string{reviews}, nil, nil)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("EDS for %s: %v, %d resources", network, err, len(res))
+		}
+		a, err := res[0].Any()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cla := &endpointv3.ClusterLoadAssignment{}
+		if err := a.UnmarshalTo(cla); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range cla.GetEndpoints() {
+			for _, e := range l.GetLbEndpoints() {
+				sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+				out = append(out, fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue()))
+			}
+		}
+		return out
+	}
+	if got := endpoints("net-vm"); !slices.Equal(got, []string{"192.0.2.10:15443"}) {
+		t.Errorf("VM in net-vm: reviews at %v, want net-k8s's gateway", got)
+	}
+	if got := endpoints("net-k8s"); !slices.Equal(got, []string{"10.20.1.5:9080", "10.20.1.6:9080"}) {
+		t.Errorf("proxy in net-k8s: reviews at %v, want the pods", got)
+	}
+	gw := &model.Proxy{ID: "eastwest", Type: model.Router, Namespace: "istio-system", Network: "net-vm", IPs: []string{"10.10.0.100"},
+		Labels: map[string]string{"istio": "eastwestgateway"}, Metadata: map[string]string{}}
+	res, _, err := d.XDS().Builder().Build(pc, xdstype.Cluster, gw, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wire.Find(res, "outbound_.9080_._.ratings.bookinfo.svc.cluster.local") == nil {
+		t.Error("the VM network's east-west gateway has no SNI cluster for the VMs' service")
 	}
 }
