@@ -178,7 +178,7 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 	}
 	for _, loc := range cla.Endpoints {
 		if len(loc.LbEndpoints) == 0 {
-			loc.LoadBalancingWeight = nil // only where mtlsOnly left none
+			loc.LoadBalancingWeight = nil // left without endpoints by mtlsOnly or the networks, as istiod
 		}
 	}
 	if len(cla.Endpoints) == 0 {
