@@ -74,6 +74,18 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 			seen[key] = true
 			return true
 		}
+		// addL4 adds the TCP chains whose match is not taken, behind the
+		// gateway's network security filters.
+		addL4 := func(fcs []*listenerv3.FilterChain) {
+			for _, fc := range fcs {
+				if claim(fc.GetFilterChainMatch().GetServerNames()) {
+					if gwTCP != nil {
+						fc.Filters = append(slices.Clip(gwTCP), fc.Filters...)
+					}
+					l.FilterChains = append(l.FilterChains, fc)
+				}
+			}
+		}
 		tls := false
 		sniSeen := map[string]bool{} // the SNI hosts of the port's passthrough chains
 		stat := "outbound_0.0.0.0_" + gen.PortName(port)
@@ -112,24 +124,10 @@ func gatewayListeners(v *scope.View) []*listenerv3.Listener {
 				l.FilterChains = append(l.FilterChains, &b.fc)
 			case s.Server.GetTls().GetMode() == networking.ServerTLSSettings_AUTO_PASSTHROUGH:
 				tls = true
-				for _, fc := range autoPassthroughChains(v, s) {
-					if claim(fc.GetFilterChainMatch().GetServerNames()) {
-						if gwTCP != nil {
-							fc.Filters = append(slices.Clip(gwTCP), fc.Filters...)
-						}
-						l.FilterChains = append(l.FilterChains, fc)
-					}
-				}
+				addL4(autoPassthroughChains(v, s))
 			default:
 				tls = tls || s.Server.GetTls() != nil
-				for _, fc := range l4Chains(v, s, boundTo(s.Gateway), sniSeen, tlsSockets) {
-					if claim(fc.GetFilterChainMatch().GetServerNames()) {
-						if gwTCP != nil {
-							fc.Filters = append(slices.Clip(gwTCP), fc.Filters...)
-						}
-						l.FilterChains = append(l.FilterChains, fc)
-					}
-				}
+				addL4(l4Chains(v, s, boundTo(s.Gateway), sniSeen, tlsSockets))
 			}
 		}
 		if len(l.FilterChains) == 0 {
