@@ -5,9 +5,11 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
@@ -127,3 +129,19 @@ func metadataBool(s string) bool {
 	b, err := strconv.ParseBool(s)
 	return err == nil && b
 }
+
+// NodeIdleTimeout is the proxy's IDLE_TIMEOUT metadata (a Go duration,
+// "1h"), the idle timeout istiod gives its TCP proxies and connection
+// managers where nothing else sets one; nil when unset or not a duration.
+func NodeIdleTimeout(p *model.Proxy) *durationpb.Duration {
+	if s := p.Metadata[IdleTimeoutMetadata]; s != "" {
+		if d, err := time.ParseDuration(s); err == nil {
+			return durationpb.New(d)
+		}
+	}
+	return nil
+}
+
+// IdleTimeoutMetadata is the node metadata NodeIdleTimeout reads
+// (ISTIO_META_IDLE_TIMEOUT).
+const IdleTimeoutMetadata = "IDLE_TIMEOUT"

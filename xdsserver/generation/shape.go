@@ -65,6 +65,9 @@ type shapeKey struct {
 	// proxy's REQUESTED_NETWORK_VIEW and, with network gateways in the
 	// mesh, its network (as EDS: edsKey).
 	netView, network string
+	// idle: the node's IDLE_TIMEOUT (LDS: tcp_proxy and connection
+	// manager idle timeouts, gen.NodeIdleTimeout).
+	idle string
 }
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []string) shapeKey {
@@ -104,6 +107,9 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 	}
 	if names != nil {
 		k.names = wire.NamesHash(names)
+	}
+	if typeURL == xdstype.Listener.URL {
+		k.idle = p.Metadata[gen.IdleTimeoutMetadata]
 	}
 	if typeURL == xdstype.Cluster.URL {
 		k.netView = p.Metadata[eds.RequestedNetworkView]
@@ -148,6 +154,9 @@ func (k shapeKey) proxy() *model.Proxy {
 	}
 	parseMeta(k.efMeta, p.Metadata)
 	p.Network = k.network
+	if k.idle != "" {
+		p.Metadata[gen.IdleTimeoutMetadata] = k.idle
+	}
 	if k.netView != "" {
 		p.Metadata[eds.RequestedNetworkView] = k.netView
 	}

@@ -2,6 +2,7 @@ package lds
 
 import (
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -99,8 +100,8 @@ func typedFilter(name string, cfg proto.Message) *listenerv3.Filter {
 }
 
 // tcpProxy forwards to cluster.
-func tcpProxy(statPrefix, cluster string) *listenerv3.Filter {
-	return tcpProxyTo(&tcpproxyv3.TcpProxy{StatPrefix: statPrefix, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}})
+func tcpProxy(statPrefix, cluster string, idle *durationpb.Duration) *listenerv3.Filter {
+	return tcpProxyTo(&tcpproxyv3.TcpProxy{StatPrefix: statPrefix, ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster}, IdleTimeout: idle})
 }
 
 func tcpProxyTo(tp *tcpproxyv3.TcpProxy) *listenerv3.Filter {

@@ -6,6 +6,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/model"
@@ -33,7 +34,8 @@ type hcmOpts struct {
 	norm        meshv1alpha1.MeshConfig_ProxyPathNormalization_NormalizationType
 	trustedHops uint32
 	xfcc        hcmv3.HttpConnectionManager_ForwardClientCertDetails
-	http2       bool // inbound HTTP/2 port: http2_protocol_options
+	http2       bool                 // inbound HTTP/2 port: http2_protocol_options
+	idle        *durationpb.Duration // the node's IDLE_TIMEOUT (nil: none)
 	// istio: istio-proxy's telemetry (telemetry.go); tel keys its
 	// resolved tracing, access logs and stats filters (telemetryMemo).
 	istio bool
@@ -42,7 +44,7 @@ type hcmOpts struct {
 
 // newHCMOpts reads the settings of class from the snapshot and proxy.
 func newHCMOpts(v *scope.View, class httpClass) hcmOpts {
-	o := hcmOpts{class: class}
+	o := hcmOpts{class: class, idle: gen.NodeIdleTimeout(v.Proxy)}
 	if m := v.Push.Mesh; m != nil {
 		o.norm = m.GetPathNormalization().GetNormalization()
 	}
@@ -104,6 +106,9 @@ func (o hcmOpts) apply(h *hcmv3.HttpConnectionManager) {
 	h.UseRemoteAddress = gen.Bool(o.class == gatewayHTTP)
 	h.UpgradeConfigs = websocketUpgrade
 	h.StreamIdleTimeout = gen.Duration(0)
+	if o.idle != nil { // the node's IDLE_TIMEOUT, as istiod's buildHTTPConnectionManager
+		h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: o.idle}
+	}
 	h.Proxy_100Continue = true // istiod's ENABLE_100_CONTINUE_HEADERS default
 	switch o.class {
 	case gatewayHTTP:

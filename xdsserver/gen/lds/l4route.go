@@ -54,6 +54,7 @@ func l4Proxy(v *scope.View, c *config.Config, routes []*networking.RouteDestinat
 // balancer (the subset's, when it sets one) hashes by source IP. tp is
 // returned.
 func withPool(v *scope.View, tp *tcpproxyv3.TcpProxy, svc *model.Service, subset string) *tcpproxyv3.TcpProxy {
+	tp.IdleTimeout = gen.NodeIdleTimeout(v.Proxy) // where the rule sets none
 	if svc == nil || !v.HasDestinationRules() {
 		return tp
 	}
@@ -62,7 +63,10 @@ func withPool(v *scope.View, tp *tcpproxyv3.TcpProxy, svc *model.Service, subset
 		return tp
 	}
 	t := dr.GetTrafficPolicy().GetConnectionPool().GetTcp()
-	tp.IdleTimeout, tp.MaxDownstreamConnectionDuration = t.GetIdleTimeout(), t.GetMaxConnectionDuration()
+	if t.GetIdleTimeout() != nil {
+		tp.IdleTimeout = t.GetIdleTimeout()
+	}
+	tp.MaxDownstreamConnectionDuration = t.GetMaxConnectionDuration()
 	sourceIP := dr.GetTrafficPolicy().GetLoadBalancer().GetConsistentHash().GetUseSourceIp()
 	for _, s := range dr.GetSubsets() {
 		if s.GetName() != subset {

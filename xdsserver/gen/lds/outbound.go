@@ -146,7 +146,7 @@ var acceptPerEvent = wrapperspb.UInt32(1)
 func outboundFallthrough(v *scope.View) *listenerv3.FilterChain {
 	cluster := outboundCatchAll(v)
 	return &listenerv3.FilterChain{FilterChainMatch: &listenerv3.FilterChainMatch{}, Name: "PassthroughFilterChain",
-		Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}}
+		Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster, gen.NodeIdleTimeout(v.Proxy))}}
 }
 
 // noBind is BindToPort false, shared by every outbound listener and never

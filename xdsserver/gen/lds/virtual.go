@@ -28,8 +28,8 @@ func virtualOutbound(v *scope.View) *listenerv3.Listener {
 		FilterChains: []*listenerv3.FilterChain{
 			// Connections to 15001 itself would loop back into it.
 			{Name: gen.VirtualOutboundListener + "-blackhole", FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: gen.U32(gen.VirtualOutboundPort)},
-				Filters: []*listenerv3.Filter{tcpProxy(gen.BlackHoleCluster, gen.BlackHoleCluster)}},
-			{Name: gen.VirtualOutboundListener + "-catchall-tcp", Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster)}},
+				Filters: []*listenerv3.Filter{tcpProxy(gen.BlackHoleCluster, gen.BlackHoleCluster, nil)}},
+			{Name: gen.VirtualOutboundListener + "-catchall-tcp", Filters: []*listenerv3.Filter{tcpProxy(cluster, cluster, gen.NodeIdleTimeout(v.Proxy))}},
 		},
 	}
 	setAddresses(l, v.Proxy, gen.VirtualOutboundPort)
@@ -107,6 +107,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 	}
 
 	opts := newHCMOpts(v, inboundHTTP)
+	idle := gen.NodeIdleTimeout(v.Proxy)
 	for _, in := range inst {
 		cluster := gen.ClusterName(gen.Inbound, in.TargetPort, "", "")
 		name := gen.ListenerName(ingressBind(v.Proxy, in), in.TargetPort)
@@ -132,7 +133,7 @@ func virtualInbound(v *scope.View) *listenerv3.Listener {
 				s := in.Service
 				stat = gen.InboundStatName(pat, s.Hostname, s.Namespace, s.Source.Kind == "", in.Port.Number, in.Port.Name)
 			}
-			return append(slices.Clip(tcpRBAC), tcpProxy(stat, cluster))
+			return append(slices.Clip(tcpRBAC), tcpProxy(stat, cluster, idle))
 		}
 		mode := pa.PortMode(in.TargetPort)
 		first := len(l.FilterChains)
@@ -194,7 +195,7 @@ func inboundBlackhole() *listenerv3.FilterChain {
 	return &listenerv3.FilterChain{
 		Name:             gen.VirtualInboundListener + "-blackhole",
 		FilterChainMatch: &listenerv3.FilterChainMatch{DestinationPort: gen.U32(gen.VirtualInboundPort)},
-		Filters:          []*listenerv3.Filter{tcpProxy(gen.BlackHoleCluster, gen.BlackHoleCluster)},
+		Filters:          []*listenerv3.Filter{tcpProxy(gen.BlackHoleCluster, gen.BlackHoleCluster, nil)},
 	}
 }
 
@@ -237,7 +238,7 @@ func (c *passthroughChains) build(port uint32, mode scope.MTLSMode) []*listenerv
 				if pat := c.v.Push.Mesh.GetInboundClusterStatName(); pat != "" {
 					stat = gen.InboundStatName(pat, "", "", false, 0, gen.VirtualInboundListener)
 				}
-				c.tcp = append(slices.Clip(c.tcpRBAC), tcpProxy(stat, gen.InboundPassthroughCluster))
+				c.tcp = append(slices.Clip(c.tcpRBAC), tcpProxy(stat, gen.InboundPassthroughCluster, gen.NodeIdleTimeout(c.v.Proxy)))
 			}
 			fc.Name, fc.Filters = gen.VirtualInboundListener, c.tcp
 		}
