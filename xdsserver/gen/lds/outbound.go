@@ -10,7 +10,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -160,25 +159,55 @@ func outboundCluster(svc *model.Service, p model.Port) string {
 	return gen.ClusterName(gen.Outbound, p.Number, "", svc.Hostname)
 }
 
-// tcpRoute is the tcp_proxy for a service port: the first TCP route of
-// its VirtualService that applies (port, source labels, gateways,
-// source namespace), as l4Proxy builds it; else straight to the
-// service's cluster. The VirtualService whose route it is comes back too
-// (nil for none): its chain names it in its metadata.
-func tcpRoute(v *scope.View, svc *model.Service, p model.Port, cluster string) (*tcpproxyv3.TcpProxy, *config.Config) {
-	c := v.VirtualServiceFor(svc.Hostname)
-	if c == nil {
-		return serviceProxy(v, svc, p.Number, cluster), nil
-	}
-	for _, r := range c.Spec.(*networking.VirtualService).GetTcp() {
-		if len(r.GetRoute()) == 0 || !tcpApplies(v, r.GetMatch(), p.Number) {
-			continue
+// tcpChains are the TCP chains of a service port on a listener matching
+// cidrs, as istiod's buildSidecarOutboundTCPFilterChainOpts: the TCP
+// rules of its VirtualService that apply (port, source labels, gateways,
+// source namespace), in order, as l4Proxy builds them. A rule with a
+// match that names no destinationSubnets takes every destination (its
+// chain matches cidrs and names the VirtualService in its metadata) and
+// ends the list; a rule whose matches that apply all name subnets gets a
+// chain matching those subnets, and the rules after it still count.
+// Unless a rule took every destination (or a subnet chain has exactly
+// cidrs), the last chain goes straight to the service's cluster.
+func tcpChains(v *scope.View, svc *model.Service, p model.Port, cidrs []string) []outChain {
+	var out []outChain
+	if c := v.VirtualServiceFor(svc.Hostname); c != nil {
+		for _, r := range c.Spec.(*networking.VirtualService).GetTcp() {
+			if len(r.GetRoute()) == 0 {
+				continue
+			}
+			all := len(r.GetMatch()) == 0
+			var subnets []string
+			for _, m := range r.GetMatch() {
+				if !l4Applies(v, m.GetPort(), m.GetGateways(), m.GetSourceLabels(), m.GetSourceNamespace(), p.Number) {
+					continue
+				}
+				if len(m.GetDestinationSubnets()) == 0 {
+					all = true
+					break
+				}
+				subnets = append(subnets, m.GetDestinationSubnets()...)
+			}
+			if !all && len(subnets) == 0 {
+				continue
+			}
+			tp := l4Proxy(v, c, r.GetRoute(), p.Number, p.Name)
+			if tp == nil {
+				continue
+			}
+			fc := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}
+			if all {
+				fc.Metadata = vsMetadata(c)
+				return append(out, outChain{cidrs: cidrs, fc: fc})
+			}
+			out = append(out, outChain{cidrs: subnets, fc: fc})
+			if slices.Equal(slices.Sorted(slices.Values(subnets)), slices.Sorted(slices.Values(cidrs))) {
+				return out // istiod: a chain with the same match is there already
+			}
 		}
-		if tp := l4Proxy(v, c, r.GetRoute(), p.Number, p.Name); tp != nil {
-			return tp, c
-		}
 	}
-	return serviceProxy(v, svc, p.Number, cluster), nil
+	fc := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(serviceProxy(v, svc, p.Number, outboundCluster(svc, p)))}}
+	return append(out, outChain{cidrs: cidrs, fc: fc})
 }
 
 // vsMetadata is a chain's filter_metadata.istio.config naming the

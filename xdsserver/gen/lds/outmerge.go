@@ -56,14 +56,7 @@ func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.
 	if !fresh && wellKnown(p.Protocol, e.protocol) {
 		return
 	}
-	tcp := func() outChain {
-		tp, vs := tcpRoute(v, svc, p, outboundCluster(svc, p))
-		fc := &listenerv3.FilterChain{Filters: []*listenerv3.Filter{tcpProxyTo(tp)}}
-		if vs != nil {
-			fc.Metadata = vsMetadata(vs)
-		}
-		return outChain{cidrs: cidrs, fc: fc}
-	}
+	tcp := func() []outChain { return tcpChains(v, svc, p, cidrs) } // outbound.go
 	http := func() outChain {
 		// With an address the service has its own route config
 		// "host:port"; without, HTTP goes by the port's shared one,
@@ -93,14 +86,14 @@ func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.
 			e.protocol = model.Unsupported // on 0.0.0.0: sniffed, with a fallthrough
 		}
 	case scope.ListenTCP:
-		in = []outChain{tcp()}
+		in = tcp()
 		if !fresh && e.protocol.IsHTTP() {
 			e.protocol = model.Unsupported
 		}
 	case scope.ListenAuto:
 		switch {
 		case fresh:
-			in = []outChain{tcp(), http()}
+			in = append(tcp(), http())
 			e.protocol = model.Unsupported
 		case e.protocol == model.Unsupported:
 			// Auto over auto or a sniffed HTTP port: istiod keeps the
@@ -108,7 +101,7 @@ func (e *outEntry) add(v *scope.View, opts hcmOpts, svc *model.Service, p model.
 			// older service's chains decide, even where this one's
 			// TCP chain would be the match-all default.
 		default: // auto over TCP (over HTTP cannot happen: HTTP is sniffed)
-			in = []outChain{tcp(), http()}
+			in = append(tcp(), http())
 			e.protocol = model.Unsupported
 		}
 	}
