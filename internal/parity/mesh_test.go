@@ -34,27 +34,36 @@ func (i *istiod) setMesh(t *testing.T, yaml string) {
 	if yaml == "" {
 		body = "ingressClass: " + marker + "\n"
 	}
-	path := filepath.Join(i.dir, "mesh.yaml")
+	i.replaceFile(t, "mesh.yaml", body, "the scenario's mesh config", pushes, func() bool {
+		resp, err := http.Get("http://" + i.httpAddr + "/debug/mesh")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(b), marker)
+	})
+	i.mesh = yaml
+}
+
+// replaceFile replaces istiod's watched file name (in its directory)
+// with body, waits until loaded says istiod serves it (polled, up to
+// 30 s: what names it in the failure), then until a push after pushes
+// (the probe's count before the change) tells that its push context has
+// it.
+func (i *istiod) replaceFile(t *testing.T, name, body, what string, pushes int64, loaded func() bool) {
+	t.Helper()
+	path := filepath.Join(i.dir, name)
 	must(t, os.WriteFile(path+".tmp", []byte(body), 0o644))
 	must(t, os.Rename(path+".tmp", path))
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + i.httpAddr + "/debug/mesh")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if strings.Contains(string(b), marker) {
-				// ... and until its push context holds it (pushProbe).
-				i.probe.waitBeyond(t, pushes, "the push of the new mesh config")
-				i.mesh = yaml
-				return
-			}
-		}
+	for !loaded() {
 		if time.Now().After(deadline) {
-			t.Fatalf("istiod did not load the scenario's mesh config within 30s")
+			t.Fatalf("istiod did not load %s within 30s", what)
 		}
-		time.Sleep(100 * time.Millisecond) // polling istiod's mesh config, not synchronisation
+		time.Sleep(100 * time.Millisecond) // polling istiod's debug pages, not synchronisation
 	}
+	i.probe.waitBeyond(t, pushes, "the push of "+what)
 }
 
 // MeshYAML is the scenario's mesh config file's content ("" for none).

@@ -6,10 +6,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
@@ -40,36 +38,28 @@ func (i *istiod) setNetworks(t *testing.T, yaml string) {
 	if body == "" {
 		body = "networks: {}\n"
 	}
-	path := filepath.Join(i.dir, "meshNetworks.yaml")
-	must(t, os.WriteFile(path+".tmp", []byte(body), 0o644))
-	must(t, os.Rename(path+".tmp", path))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var got []string
-		if resp, err := http.Get("http://" + i.httpAddr + "/debug/networkz"); err == nil {
-			var list []struct {
-				Network, Addr string
-				Port          uint32
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if json.Unmarshal(b, &list) == nil {
-				for _, g := range list {
-					got = append(got, fmt.Sprintf("%s %s:%d", g.Network, g.Addr, g.Port))
-				}
-				slices.Sort(got)
-				if slices.Equal(got, want) {
-					i.probe.waitBeyond(t, pushes, "the push of the new meshNetworks")
-					i.networks = yaml
-					return
-				}
-			}
+	i.replaceFile(t, "meshNetworks.yaml", body, "the scenario's meshNetworks", pushes, func() bool {
+		resp, err := http.Get("http://" + i.httpAddr + "/debug/networkz")
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("istiod serves gateways %v 30s after meshNetworks gave %v", got, want)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var list []struct {
+			Network, Addr string
+			Port          uint32
 		}
-		time.Sleep(100 * time.Millisecond) // polling istiod's gateways, not synchronisation
-	}
+		if json.Unmarshal(b, &list) != nil {
+			return false
+		}
+		got := make([]string, 0, len(list))
+		for _, g := range list {
+			got = append(got, fmt.Sprintf("%s %s:%d", g.Network, g.Addr, g.Port))
+		}
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+	i.networks = yaml
 }
 
 // NetworksYAML is the scenario's meshNetworks file's content ("" for none).

@@ -18,45 +18,7 @@ import (
 // take Istio mTLS (istiod's SniDnatClusterMode and
 // EndpointsWithMTLSFilter). A router without such a server gets none.
 func TestSNIClusters(t *testing.T) {
-	pc := gentest.MustBuild(t, `
-apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: cross-network, namespace: istio-system}
-spec:
-  selector: {istio: eastwestgateway}
-  servers:
-  - port: {number: 15443, name: tls, protocol: TLS}
-    tls: {mode: AUTO_PASSTHROUGH}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: inventory, namespace: default}
-spec:
-  hosts: [inventory.fleet.internal]
-  location: MESH_INTERNAL
-  ports: [{number: 5432, name: tcp-pg, protocol: TCP}]
-  resolution: STATIC
-  endpoints:
-  - {address: 10.0.40.1, labels: {version: v1, security.istio.io/tlsMode: istio}}
-  - {address: 10.0.40.2, labels: {version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: inventory, namespace: default}
-spec:
-  host: inventory.fleet.internal
-  subsets: [{name: v1, labels: {version: v1}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: saas, namespace: default}
-spec:
-  hosts: [saas.example.com]
-  location: MESH_EXTERNAL
-  ports: [{number: 443, name: tls, protocol: TLS}]
-  resolution: DNS
-`)
+	pc := gentest.MustBuild(t, gentest.EastWestConfig)
 	ew := gentest.ProxySpec{ID: "router~10.0.0.3~eastwest-1.istio-system~istio-system.svc.cluster.local", Labels: map[string]string{"istio": "eastwestgateway"}}.Proxy(t)
 	cs := gentest.ByName[*clusterv3.Cluster](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: ew}))
 	for _, name := range []string{"outbound_.5432_._.inventory.fleet.internal", "outbound_.5432_.v1_.inventory.fleet.internal"} {
@@ -71,7 +33,7 @@ spec:
 			t.Errorf("%s: EDS service name %q", name, c.GetEdsClusterConfig().GetServiceName())
 		}
 	}
-	if cs["outbound_.443_._.saas.example.com"] != nil {
+	if cs["outbound_.443_._.saas.fleet.internal"] != nil {
 		t.Error("a mesh-external service is exposed through the east-west gateway")
 	}
 	if cs["outbound|5432||inventory.fleet.internal"].GetTransportSocketMatches() == nil {

@@ -10,59 +10,6 @@ import (
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 )
 
-// eastWestConfig is an east-west gateway's: AUTO_PASSTHROUGH on 15443
-// for *.fleet.internal, a service there with two subsets, a service
-// elsewhere and a mesh-external one under the server's hosts.
-const eastWestConfig = `
-apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: cross-network, namespace: istio-system}
-spec:
-  selector: {istio: eastwestgateway}
-  servers:
-  - port: {number: 15443, name: tls, protocol: TLS}
-    tls: {mode: AUTO_PASSTHROUGH}
-    hosts: ["*.fleet.internal"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: inventory, namespace: default}
-spec:
-  hosts: [inventory.fleet.internal]
-  location: MESH_INTERNAL
-  ports: [{number: 5432, name: tcp-pg, protocol: TCP}]
-  resolution: STATIC
-  endpoints:
-  - {address: 10.0.40.1, labels: {version: v1, security.istio.io/tlsMode: istio}}
-  - {address: 10.0.40.2, labels: {version: v1}}
----
-apiVersion: networking.istio.io/v1
-kind: DestinationRule
-metadata: {name: inventory, namespace: default}
-spec:
-  host: inventory.fleet.internal
-  subsets: [{name: v1, labels: {version: v1}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: other, namespace: default}
-spec:
-  hosts: [other.example.com]
-  location: MESH_INTERNAL
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  resolution: STATIC
-  endpoints: [{address: 10.0.41.1}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: saas, namespace: default}
-spec:
-  hosts: [saas.fleet.internal]
-  location: MESH_EXTERNAL
-  ports: [{number: 443, name: tls, protocol: TLS}]
-  resolution: DNS
-`
-
 // TestAutoPassthrough: an AUTO_PASSTHROUGH server forwards Istio mTLS by
 // its SNI, one chain per service port and subset under its hosts (no
 // VirtualService needed), matched by the SNI and Istio's mTLS ALPNs, to
@@ -70,7 +17,7 @@ spec:
 // Before, the server was taken for PASSTHROUGH and, with no
 // VirtualService, the gateway had no listener.
 func TestAutoPassthrough(t *testing.T) {
-	pc := gentest.MustBuild(t, eastWestConfig)
+	pc := gentest.MustBuild(t, gentest.EastWestConfig)
 	p := gentest.ProxySpec{ID: "router~10.0.0.3~eastwest-1.istio-system~istio-system.svc.cluster.local", Labels: map[string]string{"istio": "eastwestgateway"}}.Proxy(t)
 	ls := gentest.ByName[*listenerv3.Listener](gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p}))
 	l := ls["0.0.0.0_15443"]
