@@ -38,12 +38,10 @@ type networks struct {
 }
 
 func newNetworks(p *model.Proxy, gws *model.NetworkGateways) networks {
-	n := networks{gws: gws, own: p.Network, scale: 1}
-	n.v4, n.v6 = p.IPFamilies()
-	if gws.Enabled() {
-		n.scale = gws.ScaleFactor()
-	} else {
-		n.gws = nil
+	n := networks{own: p.Network, scale: 1}
+	if gws.Enabled() { // else nothing below is read
+		n.gws, n.scale = gws, gws.ScaleFactor()
+		n.v4, n.v6 = p.IPFamilies()
 	}
 	if v := p.Metadata[RequestedNetworkView]; v != "" {
 		n.view = strings.Split(v, ",")
