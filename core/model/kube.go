@@ -43,6 +43,10 @@ type KubeService struct {
 	Name      string
 	Service   *Service
 	Endpoints []*Endpoint
+	// Gateways: the Service is a network's east-west gateway (labelled
+	// topology.istio.io/network): its external addresses on its gateway
+	// port, sorted.
+	Gateways []NetworkGateway
 }
 
 // KubeUpdate is one batch of a cluster's changes.
@@ -69,11 +73,27 @@ type kubeState struct {
 	byNS     map[string]map[config.Key]*Service
 	pods     map[config.Key]*WorkloadInstance
 	selected map[nsName]ServiceKey // the service each selected-WorkloadEntries shard was written for
+	// gateways: the network gateways of the Services that are ones.
+	gateways map[config.Key][]NetworkGateway
 }
 
 func newKubeState() kubeState {
 	return kubeState{held: map[string]map[config.Key]bool{}, byNS: map[string]map[config.Key]*Service{},
-		pods: map[config.Key]*WorkloadInstance{}, selected: map[nsName]ServiceKey{}}
+		pods: map[config.Key]*WorkloadInstance{}, selected: map[nsName]ServiceKey{}, gateways: map[config.Key][]NetworkGateway{}}
+}
+
+// KubeGateways returns the network gateways of the Kubernetes Services
+// that are ones (labelled topology.istio.io/network), by network, then
+// address and port, each once.
+func (r *Registry) KubeGateways() []NetworkGateway {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []NetworkGateway
+	for _, gws := range r.kube.gateways {
+		out = append(out, gws...)
+	}
+	slices.SortFunc(out, compareGateways)
+	return slices.Compact(out)
 }
 
 // Clusters returns the clusters the registry holds inputs of, sorted.
@@ -87,7 +107,7 @@ func (r *Registry) Clusters() []string {
 // recomputed; a service or pod whose converted content did not change
 // changes nothing, a bad one (see checkKube) is skipped. Caller holds
 // r.mu.
-func (r *Registry) applyKube(u KubeUpdate, ch Change, d dirty) {
+func (r *Registry) applyKube(u KubeUpdate, ch *Change, d dirty) {
 	held := r.kube.held[u.Cluster]
 	if held == nil {
 		held = map[config.Key]bool{}
@@ -160,7 +180,19 @@ func kubeName(k config.Key) string {
 	return name
 }
 
-func (r *Registry) setKubeService(k config.Key, ks *KubeService, ch Change) {
+func (r *Registry) setKubeService(k config.Key, ks *KubeService, ch *Change) {
+	var gws []NetworkGateway
+	if ks != nil {
+		gws = ks.Gateways
+	}
+	if !slices.Equal(r.kube.gateways[k], gws) {
+		if gws == nil {
+			delete(r.kube.gateways, k)
+		} else {
+			r.kube.gateways[k] = gws
+		}
+		ch.Gateways = true
+	}
 	var nu []*Service
 	if ks != nil {
 		s := *ks.Service
@@ -175,7 +207,7 @@ func (r *Registry) setKubeService(k config.Key, ks *KubeService, ch Change) {
 	} else {
 		delete(r.kube.byNS[k.Namespace], k)
 	}
-	r.replaceServices(k, nu, ch)
+	r.replaceServices(k, nu, *ch)
 	if ks != nil {
 		if r.endpoints.SetShard(nu[0].Key(), k, ks.Endpoints, ch.Addresses) {
 			ch.Endpoints[nu[0].Key()] = true

@@ -29,10 +29,16 @@ type NetworkGateways struct {
 	Skipped []string
 }
 
-// NewNetworkGateways reads the gateways of meshNetworks (nil: none). A
+// NewNetworkGateways reads the gateways of meshNetworks (nil: none),
+// with extra ones (Kubernetes Services that are gateways). A meshNetworks
 // gateway's address must be an IP; the others are listed in Skipped.
-func NewNetworkGateways(n *meshv1alpha1.MeshNetworks) *NetworkGateways {
+func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, extra ...NetworkGateway) *NetworkGateways {
 	g := &NetworkGateways{byNetwork: map[string][]NetworkGateway{}, scale: 1}
+	for _, gw := range extra {
+		if !slices.Contains(g.byNetwork[gw.Network], gw) {
+			g.byNetwork[gw.Network] = append(g.byNetwork[gw.Network], gw)
+		}
+	}
 	for name, nw := range n.GetNetworks() {
 		for _, gw := range nw.GetGateways() {
 			switch {
@@ -50,17 +56,23 @@ func NewNetworkGateways(n *meshv1alpha1.MeshNetworks) *NetworkGateways {
 		}
 	}
 	for name, gws := range g.byNetwork {
-		slices.SortFunc(gws, func(a, b NetworkGateway) int {
-			if r := cmp.Compare(a.Addr, b.Addr); r != 0 {
-				return r
-			}
-			return cmp.Compare(a.Port, b.Port)
-		})
+		slices.SortFunc(gws, compareGateways)
 		g.byNetwork[name] = gws
 		g.scale = lcm(g.scale, uint32(len(gws)))
 	}
 	slices.Sort(g.Skipped)
 	return g
+}
+
+// compareGateways orders gateways by network, address and port.
+func compareGateways(a, b NetworkGateway) int {
+	if r := cmp.Compare(a.Network, b.Network); r != 0 {
+		return r
+	}
+	if r := cmp.Compare(a.Addr, b.Addr); r != 0 {
+		return r
+	}
+	return cmp.Compare(a.Port, b.Port)
 }
 
 func isIP(s string) bool {

@@ -21,6 +21,9 @@ type Change struct {
 	// Addresses of endpoints that came, went or changed: a proxy at one
 	// of them may have to rebuild its inbound config.
 	Addresses map[string]bool
+	// Gateways: the network gateways Kubernetes Services make changed
+	// (every proxy's endpoints may change).
+	Gateways bool
 }
 
 func newChange() Change {
@@ -28,7 +31,7 @@ func newChange() Change {
 }
 
 // Empty reports whether nothing changed.
-func (c Change) Empty() bool { return len(c.Services) == 0 && len(c.Endpoints) == 0 }
+func (c Change) Empty() bool { return len(c.Services) == 0 && len(c.Endpoints) == 0 && !c.Gateways }
 
 // Registry is the service model built from ServiceEntries and
 // WorkloadEntries. Apply feeds it store events; readers take Services and

@@ -48,7 +48,7 @@ func (r *Registry) Apply(u Update) Change {
 		r.applyEvent(e, ch, d)
 	}
 	if u.Kube != nil {
-		r.applyKube(*u.Kube, ch, d)
+		r.applyKube(*u.Kube, &ch, d)
 	}
 	for seKey := range d.se {
 		r.recomputeEndpoints(seKey, ch)

@@ -240,8 +240,10 @@ type Inputs struct {
 	TrustRoots []byte
 	// JWKS: see PushContext.JWKS.
 	JWKS *jwks.Set
-	// Networks: see PushContext.Networks.
-	Networks *model.NetworkGateways
+	// MeshNetworks is the meshNetworks config (nil: none); with the
+	// gateways Kubernetes Services make (Registry.KubeGateways) it makes
+	// PushContext.Networks.
+	MeshNetworks *meshv1alpha1.MeshNetworks
 }
 
 // Changed says what changed since the previous snapshot, so Build can
@@ -267,7 +269,10 @@ var indexedKinds = []config.Kind{
 // what changed says changed. It is pure apart from reading in.
 func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushContext {
 	live := in.Registry.Endpoints()
-	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, JWKS: in.JWKS, Networks: in.Networks, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
+	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, JWKS: in.JWKS, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
+	if kube := in.Registry.KubeGateways(); in.MeshNetworks != nil || len(kube) > 0 {
+		pc.Networks = model.NewNetworkGateways(in.MeshNetworks, kube...)
+	}
 	if prev != nil {
 		pc.Version = prev.Version + 1
 	} else {

@@ -55,7 +55,7 @@ type Pipeline struct {
 	creds    atomic.Pointer[credentials.Set]
 	roots    atomic.Pointer[[]byte]
 	jwks     atomic.Pointer[jwks.Set]
-	networks atomic.Pointer[model.NetworkGateways]
+	networks atomic.Pointer[meshv1alpha1.MeshNetworks]
 	current  atomic.Pointer[PushContext]
 	// pinned is current re-pinned at a later endpoint generation, shared
 	// by every caller until the endpoints move again.
@@ -175,7 +175,12 @@ func (p *Pipeline) Apply(u model.Update) {
 	if len(ch.Endpoints) > 0 {
 		req.Addresses = ch.Addresses
 	}
+	if ch.Gateways { // a Kubernetes Service that is a network gateway
+		req.Full = true
+		req.Reasons[ReasonNetworks] = 1
+	}
 	switch {
+	case ch.Gateways:
 	case u.Kube != nil && len(ch.Services) > 0:
 		req.Reasons[ReasonKubeService] = 1
 	case u.Kube != nil && len(ch.Endpoints) > 0:
@@ -210,11 +215,11 @@ func (p *Pipeline) SetCredentials(c *credentials.Set) {
 	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonCredentials)})
 }
 
-// SetNetworks replaces the network gateways (from the meshNetworks
-// config; nil: none) and queues a full push (reason "networks", global:
-// every proxy's endpoints may change).
-func (p *Pipeline) SetNetworks(g *model.NetworkGateways) {
-	p.networks.Store(g)
+// SetNetworks replaces the meshNetworks config (nil: none) and queues a
+// full push (reason "networks", global: every proxy's endpoints may
+// change).
+func (p *Pipeline) SetNetworks(n *meshv1alpha1.MeshNetworks) {
+	p.networks.Store(n)
 	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonNetworks)})
 }
 
@@ -332,7 +337,7 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 	pc := p.current.Load()
 	if req.Full || pc == nil {
 		start := time.Now()
-		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots(), JWKS: p.jwks.Load(), Networks: p.networks.Load()}, changed, start)
+		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots(), JWKS: p.jwks.Load(), MeshNetworks: p.networks.Load()}, changed, start)
 		p.current.Store(pc)
 		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
 	} else if changed != nil && len(changed.Kinds) > 0 {

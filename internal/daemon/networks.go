@@ -20,7 +20,7 @@ func (d *Daemon) setNetworks(n *meshv1alpha1.MeshNetworks) {
 	for _, s := range g.Skipped {
 		d.log.Warn("mesh networks: gateway left out", "file", d.cfg.MeshNetworks, "gateway", s)
 	}
-	d.pipeline.SetNetworks(g) // without gateways: one network (g.Enabled), its Skipped kept for networkz
+	d.pipeline.SetNetworks(n)
 }
 
 // watchNetworks follows the meshNetworks file as watchMesh follows the

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
@@ -251,4 +253,49 @@ func (f namespaceFilter) selects(ns *corev1.Namespace) bool {
 		}
 	}
 	return false
+}
+
+// Labels that make a Service a network's east-west gateway, as istiod
+// reads them.
+const (
+	labelGatewayPort   = "networking.istio.io/gatewayPort"
+	defaultGatewayPort = 15443
+)
+
+// networkGateways are the gateways a Service labelled
+// topology.istio.io/network stands for, as istiod's getGatewayDetails:
+// its load balancer's IPs and external IPs (hostnames are not resolved),
+// on its gateway port (networking.istio.io/gatewayPort, else 15443),
+// which must be a port of the Service. Sorted; nil for any other Service.
+func networkGateways(svc *corev1.Service) []model.NetworkGateway {
+	nw := svc.Labels[labelNetwork]
+	if nw == "" {
+		return nil
+	}
+	port := defaultGatewayPort
+	if v := svc.Labels[labelGatewayPort]; v != "" {
+		if p, err := strconv.Atoi(v); err == nil {
+			port = p
+		}
+	}
+	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return int(p.Port) == port }) {
+		return nil
+	}
+	var addrs []string
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				addrs = append(addrs, in.IP)
+			}
+		}
+	}
+	addrs = append(addrs, svc.Spec.ExternalIPs...)
+	var out []model.NetworkGateway
+	for _, a := range addrs {
+		if gw := (model.NetworkGateway{Network: nw, Addr: a, Port: uint32(port)}); !slices.Contains(out, gw) {
+			out = append(out, gw)
+		}
+	}
+	slices.SortFunc(out, func(a, b model.NetworkGateway) int { return strings.Compare(a.Addr, b.Addr) })
+	return out
 }
