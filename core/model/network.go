@@ -24,8 +24,9 @@ type NetworkGateway struct {
 type NetworkGateways struct {
 	byNetwork map[string][]NetworkGateway
 	scale     uint32
-	// Skipped are the gateways left out, with why (a hostname address:
-	// baremeshd does not resolve names; a registryServiceName).
+	// Skipped are the meshNetworks gateways left out, with why (a
+	// hostname address: baremeshd does not resolve names; a
+	// registryServiceName).
 	Skipped []string
 }
 
@@ -34,25 +35,25 @@ type NetworkGateways struct {
 // gateway's address must be an IP; the others are listed in Skipped.
 func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, extra ...NetworkGateway) *NetworkGateways {
 	g := &NetworkGateways{byNetwork: map[string][]NetworkGateway{}, scale: 1}
-	for _, gw := range extra {
+	add := func(gw NetworkGateway) {
 		if !slices.Contains(g.byNetwork[gw.Network], gw) {
 			g.byNetwork[gw.Network] = append(g.byNetwork[gw.Network], gw)
 		}
+	}
+	for _, gw := range extra {
+		add(gw)
 	}
 	for name, nw := range n.GetNetworks() {
 		for _, gw := range nw.GetGateways() {
 			switch {
 			case gw.GetRegistryServiceName() != "":
-				g.Skipped = append(g.Skipped, "network "+name+": registryServiceName "+gw.GetRegistryServiceName()+" (a Kubernetes Service's load balancer address) is not supported; give the gateway's address")
+				g.Skipped = append(g.Skipped, "network "+name+": registryServiceName "+gw.GetRegistryServiceName()+" is not read: label the gateway's Kubernetes Service topology.istio.io/network, or give its address")
 				continue
 			case !isIP(gw.GetAddress()):
 				g.Skipped = append(g.Skipped, "network "+name+": address "+gw.GetAddress()+" is not an IP (names are not resolved)")
 				continue
 			}
-			gw := NetworkGateway{Network: name, Addr: gw.GetAddress(), Port: gw.GetPort()}
-			if !slices.Contains(g.byNetwork[name], gw) {
-				g.byNetwork[name] = append(g.byNetwork[name], gw)
-			}
+			add(NetworkGateway{Network: name, Addr: gw.GetAddress(), Port: gw.GetPort()})
 		}
 	}
 	for name, gws := range g.byNetwork {
