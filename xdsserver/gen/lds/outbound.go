@@ -216,20 +216,6 @@ func vsMetadata(c *config.Config) *corev3.Metadata {
 	return gen.ConfigMetadata(gen.ConfigPath("virtual-service", c.Namespace, c.Name))
 }
 
-// tcpApplies reports whether a TCP route with matches ms applies to this
-// sidecar on port (istiod's matchTCP with the gateways {"mesh"}).
-func tcpApplies(v *scope.View, ms []*networking.L4MatchAttributes, port uint32) bool {
-	if len(ms) == 0 {
-		return true
-	}
-	for _, m := range ms {
-		if l4Applies(v, m.GetPort(), m.GetGateways(), m.GetSourceLabels(), m.GetSourceNamespace(), port) {
-			return true
-		}
-	}
-	return false
-}
-
 // l4Applies is istiod's matchTCP and matchTLS for a sidecar: the match's
 // port, gateways ("mesh" among them, when any), source labels and source
 // namespace.
