@@ -47,6 +47,9 @@ type KubeService struct {
 	// topology.istio.io/network): its external addresses on its gateway
 	// port, sorted.
 	Gateways []NetworkGateway
+	// ExternalIPs are its load balancer's IPs and external IPs, sorted
+	// (a meshNetworks gateway's registryServiceName names them).
+	ExternalIPs []string
 }
 
 // KubeUpdate is one batch of a cluster's changes.
@@ -73,13 +76,21 @@ type kubeState struct {
 	byNS     map[string]map[config.Key]*Service
 	pods     map[config.Key]*WorkloadInstance
 	selected map[nsName]ServiceKey // the service each selected-WorkloadEntries shard was written for
-	// gateways: the network gateways of the Services that are ones.
+	// gateways: the network gateways of the Services that are ones;
+	// external: the hostname and external IPs of those that have any.
 	gateways map[config.Key][]NetworkGateway
+	external map[config.Key]externalIPs
+}
+
+type externalIPs struct {
+	host string
+	ips  []string
 }
 
 func newKubeState() kubeState {
 	return kubeState{held: map[string]map[config.Key]bool{}, byNS: map[string]map[config.Key]*Service{},
-		pods: map[config.Key]*WorkloadInstance{}, selected: map[nsName]ServiceKey{}, gateways: map[config.Key][]NetworkGateway{}}
+		pods: map[config.Key]*WorkloadInstance{}, selected: map[nsName]ServiceKey{}, gateways: map[config.Key][]NetworkGateway{},
+		external: map[config.Key]externalIPs{}}
 }
 
 // KubeGateways returns the network gateways of the Kubernetes Services
@@ -93,6 +104,22 @@ func (r *Registry) KubeGateways() []NetworkGateway {
 		out = append(out, gws...)
 	}
 	slices.SortFunc(out, compareGateways)
+	return slices.Compact(out)
+}
+
+// KubeExternalIPs returns the load balancer and external IPs of the
+// Kubernetes Services of hostname host (every cluster's), sorted, each
+// once.
+func (r *Registry) KubeExternalIPs(host string) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var out []string
+	for _, e := range r.kube.external {
+		if e.host == host {
+			out = append(out, e.ips...)
+		}
+	}
+	slices.Sort(out)
 	return slices.Compact(out)
 }
 
@@ -182,14 +209,27 @@ func kubeName(k config.Key) string {
 
 func (r *Registry) setKubeService(k config.Key, ks *KubeService, ch *Change) {
 	var gws []NetworkGateway
+	var ext externalIPs
 	if ks != nil {
 		gws = ks.Gateways
+		if len(ks.ExternalIPs) > 0 {
+			ext = externalIPs{ks.Service.Hostname, ks.ExternalIPs}
+		}
 	}
 	if !slices.Equal(r.kube.gateways[k], gws) {
 		if gws == nil {
 			delete(r.kube.gateways, k)
 		} else {
 			r.kube.gateways[k] = gws
+		}
+		ch.Gateways = true
+	}
+	// External IPs can be a meshNetworks gateway's (registryServiceName).
+	if old := r.kube.external[k]; old.host != ext.host || !slices.Equal(old.ips, ext.ips) {
+		if ext.ips == nil {
+			delete(r.kube.external, k)
+		} else {
+			r.kube.external[k] = ext
 		}
 		ch.Gateways = true
 	}

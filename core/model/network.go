@@ -32,8 +32,11 @@ type NetworkGateways struct {
 
 // NewNetworkGateways reads the gateways of meshNetworks (nil: none),
 // with extra ones (Kubernetes Services that are gateways). A meshNetworks
-// gateway's address must be an IP; the others are listed in Skipped.
-func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, extra ...NetworkGateway) *NetworkGateways {
+// gateway's address must be an IP; a registryServiceName's gateways are
+// the external IPs resolve gives that host (a Kubernetes Service's load
+// balancer and external IPs; with resolve nil they are not read). The
+// gateways left out are listed in Skipped.
+func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, resolve func(host string) []string, extra ...NetworkGateway) *NetworkGateways {
 	g := &NetworkGateways{byNetwork: map[string][]NetworkGateway{}, scale: 1}
 	add := func(gw NetworkGateway) {
 		if !slices.Contains(g.byNetwork[gw.Network], gw) {
@@ -45,9 +48,17 @@ func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, extra ...NetworkGateway) *
 	}
 	for name, nw := range n.GetNetworks() {
 		for _, gw := range nw.GetGateways() {
-			switch {
-			case gw.GetRegistryServiceName() != "":
-				g.Skipped = append(g.Skipped, "network "+name+": registryServiceName "+gw.GetRegistryServiceName()+" is not read: label the gateway's Kubernetes Service topology.istio.io/network, or give its address")
+			switch host := gw.GetRegistryServiceName(); {
+			case host != "" && resolve == nil:
+				continue
+			case host != "":
+				addrs := resolve(host)
+				if len(addrs) == 0 {
+					g.Skipped = append(g.Skipped, "network "+name+": registryServiceName "+host+": no Kubernetes Service of that name with a load balancer or external IP")
+				}
+				for _, a := range addrs {
+					add(NetworkGateway{Network: name, Addr: a, Port: gw.GetPort()})
+				}
 				continue
 			case !isIP(gw.GetAddress()):
 				g.Skipped = append(g.Skipped, "network "+name+": address "+gw.GetAddress()+" is not an IP (names are not resolved)")

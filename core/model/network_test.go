@@ -9,16 +9,29 @@ import (
 
 // TestNetworkGateways: gateways by network, sorted by address and port,
 // duplicates once; the weight scale is the lcm of the networks' gateway
-// counts; names and registry services are left out and said why.
+// counts; names, and a registry service that resolves to nothing, are
+// left out and said why; one that resolves is its IPs' gateways; with no
+// resolver, registry services are not read.
 func TestNetworkGateways(t *testing.T) {
 	gw := func(addr string, port uint32) *meshv1alpha1.Network_IstioNetworkGateway {
 		return &meshv1alpha1.Network_IstioNetworkGateway{Gw: &meshv1alpha1.Network_IstioNetworkGateway_Address{Address: addr}, Port: port}
 	}
-	g := NewNetworkGateways(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{
+	registry := func(host string) *meshv1alpha1.Network_IstioNetworkGateway {
+		return &meshv1alpha1.Network_IstioNetworkGateway{Gw: &meshv1alpha1.Network_IstioNetworkGateway_RegistryServiceName{RegistryServiceName: host}, Port: 15443}
+	}
+	nets := &meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{
 		"a": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{gw("192.0.2.2", 15443), gw("192.0.2.1", 15443), gw("192.0.2.1", 15443)}},
 		"b": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{gw("192.0.2.3", 15443), gw("192.0.2.4", 15443), gw("192.0.2.5", 15443), gw("gw.example.com", 15443)}},
-		"c": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{{Gw: &meshv1alpha1.Network_IstioNetworkGateway_RegistryServiceName{RegistryServiceName: "istio-eastwestgateway.istio-system.svc.cluster.local"}, Port: 15443}}},
-	}})
+		"c": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{registry("missing.istio-system.svc.cluster.local")}},
+		"d": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{registry("istio-eastwestgateway.istio-system.svc.cluster.local")}},
+	}}
+	resolve := func(host string) []string {
+		if host == "istio-eastwestgateway.istio-system.svc.cluster.local" {
+			return []string{"192.0.2.9"}
+		}
+		return nil
+	}
+	g := NewNetworkGateways(nets, resolve)
 	if !g.Enabled() {
 		t.Fatal("not enabled")
 	}
@@ -28,11 +41,17 @@ func TestNetworkGateways(t *testing.T) {
 	if g.For("c") != nil || len(g.Skipped) != 2 {
 		t.Errorf("c: %v; skipped %v, want the name and the registry service", g.For("c"), g.Skipped)
 	}
+	if got := g.For("d"); !slices.Equal(got, []NetworkGateway{{"d", "192.0.2.9", 15443}}) {
+		t.Errorf("d: %v, want the registry service's IP", got)
+	}
+	if n := NewNetworkGateways(nets, nil); n.For("d") != nil || len(n.Skipped) != 1 {
+		t.Errorf("no resolver: d %v, skipped %v; want registry services not read", n.For("d"), n.Skipped)
+	}
 	if s := g.ScaleFactor(); s != 6 {
 		t.Errorf("scale %d, want lcm(2, 3) = 6", s)
 	}
 	var none *NetworkGateways
-	if none.Enabled() || none.ScaleFactor() != 1 || NewNetworkGateways(nil).Enabled() {
+	if none.Enabled() || none.ScaleFactor() != 1 || NewNetworkGateways(nil, nil).Enabled() {
 		t.Error("no meshNetworks: enabled")
 	}
 }

@@ -271,7 +271,7 @@ func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushC
 	live := in.Registry.Endpoints()
 	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, JWKS: in.JWKS, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
 	if kube := in.Registry.KubeGateways(); in.MeshNetworks != nil || len(kube) > 0 {
-		pc.Networks = model.NewNetworkGateways(in.MeshNetworks, kube...)
+		pc.Networks = model.NewNetworkGateways(in.MeshNetworks, in.Registry.KubeExternalIPs, kube...)
 	}
 	if prev != nil {
 		pc.Version = prev.Version + 1

@@ -15,7 +15,8 @@ import (
 )
 
 // TestNetworkGateways: a snapshot's network gateways are the meshNetworks
-// config's and those Kubernetes Services make, together; a change of
+// config's (a registryServiceName: its Service's external IPs) and those
+// Kubernetes Services make, together; a change of
 // either is a global push (reason networks); a Kubernetes update that
 // leaves the gateways as they were is not one.
 func TestNetworkGateways(t *testing.T) {
@@ -42,8 +43,10 @@ func TestNetworkGateways(t *testing.T) {
 		return pushed{}
 	}
 	next("initial")
-	p.SetNetworks(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{"net-vm": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{
-		{Gw: &meshv1alpha1.Network_IstioNetworkGateway_Address{Address: "192.0.2.20"}, Port: 15443}}}}})
+	p.SetNetworks(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{
+		"net-vm":  {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{{Gw: &meshv1alpha1.Network_IstioNetworkGateway_Address{Address: "192.0.2.20"}, Port: 15443}}},
+		"net-old": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{{Gw: &meshv1alpha1.Network_IstioNetworkGateway_RegistryServiceName{RegistryServiceName: "istio-ingressgateway.istio-system.svc.cluster.local"}, Port: 443}}},
+	}})
 	if g := next("meshNetworks"); !g.r.Reasons.Has(push.ReasonNetworks) || len(g.pc.Networks.For("net-vm")) != 1 {
 		t.Fatalf("meshNetworks: %+v, gateways %v", g.r.Reasons, g.pc.Networks.All())
 	}
@@ -64,6 +67,14 @@ func TestNetworkGateways(t *testing.T) {
 	p.OnKube(model.KubeUpdate{Cluster: "east", Services: []*model.KubeService{same}})
 	if g := next("an edit that keeps the gateways"); g.r.Reasons.Has(push.ReasonNetworks) {
 		t.Fatalf("edit keeping the gateways pushed for networks: %+v", g.r.Reasons)
+	}
+	// A registryServiceName gateway is its Service's external IPs.
+	ingress := &model.KubeService{Name: "istio-ingressgateway", Service: &model.Service{Hostname: "istio-ingressgateway.istio-system.svc.cluster.local", Namespace: "istio-system",
+		Ports: []model.Port{{Name: "https", Number: 443, Protocol: model.HTTPS}}}, ExternalIPs: []string{"192.0.2.40"}}
+	p.OnKube(model.KubeUpdate{Cluster: "east", Services: []*model.KubeService{ingress}})
+	if g := next("the registry service's external IP"); !g.r.Reasons.Has(push.ReasonNetworks) ||
+		!slices.Equal(g.pc.Networks.For("net-old"), []model.NetworkGateway{{Network: "net-old", Addr: "192.0.2.40", Port: 443}}) {
+		t.Fatalf("registryServiceName: %+v, gateways %v", g.r.Reasons, g.pc.Networks.All())
 	}
 	p.OnKube(model.KubeUpdate{Cluster: "east", DeletedServices: []config.Key{model.KubeServiceKey("east", "istio-system", "istio-eastwestgateway")}})
 	if g := next("the gateway Service deleted"); !g.r.Reasons.Has(push.ReasonNetworks) || len(g.pc.Networks.For("net-k8s")) != 0 {

@@ -16,7 +16,7 @@ import (
 // setNetworks gives the pipeline the gateways of n (nil: none), logging
 // the gateways it cannot use.
 func (d *Daemon) setNetworks(n *meshv1alpha1.MeshNetworks) {
-	g := model.NewNetworkGateways(n)
+	g := model.NewNetworkGateways(n, nil)
 	for _, s := range g.Skipped {
 		d.log.Warn("mesh networks: gateway left out", "file", d.cfg.MeshNetworks, "gateway", s)
 	}

@@ -359,7 +359,7 @@ func (c *cluster) process(first bool) bool {
 		if svc.Spec.Type == corev1.ServiceTypeExternalName {
 			ext = svc.Spec.ExternalName
 		}
-		return &model.KubeService{Name: svc.Name, Service: ms, Endpoints: sliceEndpoints(ms, ext, sls, lk), Gateways: networkGateways(svc)}
+		return &model.KubeService{Name: svc.Name, Service: ms, Endpoints: sliceEndpoints(ms, ext, sls, lk), Gateways: networkGateways(svc), ExternalIPs: externalIPs(svc)}
 	}
 	selected := map[string]bool{}
 	sel := func(ns string) bool {

@@ -281,6 +281,16 @@ func networkGateways(svc *corev1.Service) []model.NetworkGateway {
 	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return int(p.Port) == port }) {
 		return nil
 	}
+	var out []model.NetworkGateway
+	for _, a := range externalIPs(svc) {
+		out = append(out, model.NetworkGateway{Network: nw, Addr: a, Port: uint32(port)})
+	}
+	return out
+}
+
+// externalIPs are a Service's load balancer IPs (hostnames are not
+// resolved) and external IPs, sorted, each once; nil for none.
+func externalIPs(svc *corev1.Service) []string {
 	var addrs []string
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, in := range svc.Status.LoadBalancer.Ingress {
@@ -290,12 +300,6 @@ func networkGateways(svc *corev1.Service) []model.NetworkGateway {
 		}
 	}
 	addrs = append(addrs, svc.Spec.ExternalIPs...)
-	var out []model.NetworkGateway
-	for _, a := range addrs {
-		if gw := (model.NetworkGateway{Network: nw, Addr: a, Port: uint32(port)}); !slices.Contains(out, gw) {
-			out = append(out, gw)
-		}
-	}
-	slices.SortFunc(out, func(a, b model.NetworkGateway) int { return strings.Compare(a.Addr, b.Addr) })
-	return out
+	slices.Sort(addrs)
+	return slices.Compact(addrs)
 }
