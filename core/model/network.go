@@ -72,6 +72,13 @@ func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, resolve func(host string) 
 		g.byNetwork[name] = gws
 		g.scale = lcm(g.scale, uint32(len(gws)))
 	}
+	if g.scale > maxScale {
+		// Networks with many different gateway counts (lcm(1..23) is
+		// past the uint32 range, where istiod's wraps): weights then
+		// split among gateways in whole numbers, a little unevenly,
+		// rather than overflow.
+		g.scale = maxScale
+	}
 	slices.Sort(g.Skipped)
 	return g
 }
@@ -127,10 +134,16 @@ func (g *NetworkGateways) ScaleFactor() uint32 {
 	return g.scale
 }
 
+// maxScale bounds ScaleFactor: an endpoint's weight times it stays far
+// from the uint32 range that a locality's weights must sum within.
+const maxScale = 1 << 16
+
+// lcm is the least common multiple of a and b, at most maxScale+1 (the
+// caller caps it; the bound keeps it from overflowing).
 func lcm(a, b uint32) uint32 {
 	x, y := a, b
 	for y != 0 {
 		x, y = y, x%y
 	}
-	return a / x * b
+	return uint32(min(uint64(a/x)*uint64(b), maxScale+1))
 }

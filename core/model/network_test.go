@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -53,5 +54,30 @@ func TestNetworkGateways(t *testing.T) {
 	var none *NetworkGateways
 	if none.Enabled() || none.ScaleFactor() != 1 || NewNetworkGateways(nil, nil).Enabled() {
 		t.Error("no meshNetworks: enabled")
+	}
+}
+
+// TestNetworkGatewaysScaleBounded: gateway counts whose lcm is past the
+// uint32 range (2, 3, 5, ..., 29: 6,469,693,230) give a bounded scale,
+// not a wrapped one (a scale of 0 would make every weight 0, which
+// Envoy refuses).
+func TestNetworkGatewaysScaleBounded(t *testing.T) {
+	nets := &meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{}}
+	addr := 0
+	for _, n := range []int{2, 3, 5, 7, 11, 13, 17, 19, 23, 29} {
+		nw := &meshv1alpha1.Network{}
+		for range n {
+			addr++
+			nw.Gateways = append(nw.Gateways, &meshv1alpha1.Network_IstioNetworkGateway{
+				Gw: &meshv1alpha1.Network_IstioNetworkGateway_Address{Address: fmt.Sprintf("10.9.%d.%d", addr/250, addr%250+1)}, Port: 15443})
+		}
+		nets.Networks[fmt.Sprintf("net-%d", n)] = nw
+	}
+	if s := NewNetworkGateways(nets, nil).ScaleFactor(); s == 0 || s > 1<<16 {
+		t.Errorf("scale %d, want 1..65536", s)
+	}
+	small := NewNetworkGateways(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{"a": nets.Networks["net-2"], "b": nets.Networks["net-3"]}}, nil)
+	if s := small.ScaleFactor(); s != 6 {
+		t.Errorf("scale %d, want lcm(2, 3) = 6 where it fits", s)
 	}
 }

@@ -13,6 +13,7 @@ package eds
 import (
 	"fmt"
 	"google.golang.org/protobuf/types/known/structpb"
+	"math"
 	"net/netip"
 	"strings"
 
@@ -165,7 +166,7 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 		lb := lbEndpoint(ep, mode)
 		lb.LoadBalancingWeight.Value = w
 		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lb)
-		g.llb.LoadBalancingWeight.Value += w
+		g.llb.LoadBalancingWeight.Value = addWeight(g.llb.LoadBalancingWeight.Value, w)
 	}
 	for i, weights := range viaGW {
 		g := &groups[i]
@@ -173,7 +174,7 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 		g.llb.LbEndpoints = append(g.llb.LbEndpoints, lbs...)
 		g.eps = append(g.eps, eps...)
 		for _, lb := range lbs {
-			g.llb.LoadBalancingWeight.Value += lb.GetLoadBalancingWeight().GetValue()
+			g.llb.LoadBalancingWeight.Value = addWeight(g.llb.LoadBalancingWeight.Value, lb.GetLoadBalancingWeight().GetValue())
 		}
 	}
 	for _, loc := range cla.Endpoints {
@@ -191,6 +192,16 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 		applyLocalityLB(cla, groups, v.Proxy.Locality, withTopology(v.Proxy.Labels, v.Proxy.Locality), setting, policy.GetOutlierDetection() != nil)
 	}
 	return cla
+}
+
+// addWeight adds endpoint weight w to a locality's sum, at most the
+// largest uint32 (istiod's addUint32): weights near the maximum (a
+// WorkloadEntry may give any uint32) wrapped round to a small sum.
+func addWeight(sum, w uint32) uint32 {
+	if w > math.MaxUint32-sum {
+		return math.MaxUint32
+	}
+	return sum + w
 }
 
 // tlsMode is the endpoint's transport socket match value (empty: none),
