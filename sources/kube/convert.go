@@ -267,10 +267,16 @@ const (
 // its load balancer's IPs and external IPs (hostnames are not resolved),
 // on its gateway port (networking.istio.io/gatewayPort, else 15443),
 // which must be a port of the Service. Sorted; nil for any other Service.
-func networkGateways(svc *corev1.Service) []model.NetworkGateway {
+// hostnames are its load balancer's hostnames, which are not resolved.
+func networkGateways(svc *corev1.Service) (gws []model.NetworkGateway, hostnames []string) {
 	nw := svc.Labels[labelNetwork]
 	if nw == "" {
-		return nil
+		return nil, nil
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP == "" && in.Hostname != "" {
+			hostnames = append(hostnames, in.Hostname)
+		}
 	}
 	port := defaultGatewayPort
 	if v := svc.Labels[labelGatewayPort]; v != "" {
@@ -279,13 +285,12 @@ func networkGateways(svc *corev1.Service) []model.NetworkGateway {
 		}
 	}
 	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return int(p.Port) == port }) {
-		return nil
+		return nil, nil
 	}
-	var out []model.NetworkGateway
 	for _, a := range externalIPs(svc) {
-		out = append(out, model.NetworkGateway{Network: nw, Addr: a, Port: uint32(port)})
+		gws = append(gws, model.NetworkGateway{Network: nw, Addr: a, Port: uint32(port)})
 	}
-	return out
+	return gws, hostnames
 }
 
 // externalIPs are a Service's load balancer IPs (hostnames are not
