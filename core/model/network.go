@@ -24,23 +24,53 @@ type NetworkGateway struct {
 type NetworkGateways struct {
 	byNetwork map[string][]NetworkGateway
 	scale     uint32
-	// Skipped are the meshNetworks gateways left out, with why (a
-	// hostname address: baremeshd does not resolve names; a
-	// registryServiceName).
+	// Skipped are the gateways left out, with why (a hostname not
+	// resolved, a registryServiceName without IPs).
 	Skipped []string
+	// Names are the hostnames gateways were given by, sorted: what a
+	// resolver keeps resolving (GatewayLookups.Names).
+	Names []string
+}
+
+// GatewayLookups are what NewNetworkGateways reads besides meshNetworks.
+type GatewayLookups struct {
+	// Registry gives a registryServiceName's external IPs (a Kubernetes
+	// Service's load balancer and external IPs); nil: not read.
+	Registry func(host string) []string
+	// Names gives a gateway hostname's IPs as last resolved; nil: names
+	// are not resolved.
+	Names func(host string) []string
 }
 
 // NewNetworkGateways reads the gateways of meshNetworks (nil: none),
-// with extra ones (Kubernetes Services that are gateways). A meshNetworks
-// gateway's address must be an IP; a registryServiceName's gateways are
-// the external IPs resolve gives that host (a Kubernetes Service's load
-// balancer and external IPs; with resolve nil they are not read). The
-// gateways left out are listed in Skipped.
-func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, resolve func(host string) []string, extra ...NetworkGateway) *NetworkGateways {
+// with extra ones (Kubernetes Services that are gateways). A gateway
+// given by hostname is the IPs look.Names gives it (every such name is in
+// Names, for a resolver to resolve); a registryServiceName's gateways are
+// the IPs look.Registry gives that host. The gateways left out are listed
+// in Skipped.
+func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, look GatewayLookups, extra ...NetworkGateway) *NetworkGateways {
 	g := &NetworkGateways{byNetwork: map[string][]NetworkGateway{}, scale: 1}
 	add := func(gw NetworkGateway) {
-		if !slices.Contains(g.byNetwork[gw.Network], gw) {
-			g.byNetwork[gw.Network] = append(g.byNetwork[gw.Network], gw)
+		if isIP(gw.Addr) {
+			if !slices.Contains(g.byNetwork[gw.Network], gw) {
+				g.byNetwork[gw.Network] = append(g.byNetwork[gw.Network], gw)
+			}
+			return
+		}
+		if !slices.Contains(g.Names, gw.Addr) {
+			g.Names = append(g.Names, gw.Addr)
+		}
+		var ips []string
+		if look.Names != nil {
+			ips = look.Names(gw.Addr)
+		}
+		if len(ips) == 0 {
+			g.Skipped = append(g.Skipped, "network "+gw.Network+": address "+gw.Addr+" has not resolved to an IP")
+		}
+		for _, ip := range ips {
+			if r := (NetworkGateway{Network: gw.Network, Addr: ip, Port: gw.Port}); isIP(ip) && !slices.Contains(g.byNetwork[gw.Network], r) {
+				g.byNetwork[gw.Network] = append(g.byNetwork[gw.Network], r)
+			}
 		}
 	}
 	for _, gw := range extra {
@@ -49,22 +79,18 @@ func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, resolve func(host string) 
 	for name, nw := range n.GetNetworks() {
 		for _, gw := range nw.GetGateways() {
 			switch host := gw.GetRegistryServiceName(); {
-			case host != "" && resolve == nil:
-				continue
+			case host != "" && look.Registry == nil:
 			case host != "":
-				addrs := resolve(host)
+				addrs := look.Registry(host)
 				if len(addrs) == 0 {
 					g.Skipped = append(g.Skipped, "network "+name+": registryServiceName "+host+": no Kubernetes Service of that name with a load balancer or external IP")
 				}
 				for _, a := range addrs {
 					add(NetworkGateway{Network: name, Addr: a, Port: gw.GetPort()})
 				}
-				continue
-			case !isIP(gw.GetAddress()):
-				g.Skipped = append(g.Skipped, "network "+name+": address "+gw.GetAddress()+" is not an IP (names are not resolved)")
-				continue
+			default:
+				add(NetworkGateway{Network: name, Addr: gw.GetAddress(), Port: gw.GetPort()})
 			}
-			add(NetworkGateway{Network: name, Addr: gw.GetAddress(), Port: gw.GetPort()})
 		}
 	}
 	for name, gws := range g.byNetwork {
@@ -80,6 +106,7 @@ func NewNetworkGateways(n *meshv1alpha1.MeshNetworks, resolve func(host string) 
 		g.scale = maxScale
 	}
 	slices.Sort(g.Skipped)
+	slices.Sort(g.Names)
 	return g
 }
 

@@ -32,7 +32,7 @@ func TestNetworkGateways(t *testing.T) {
 		}
 		return nil
 	}
-	g := NewNetworkGateways(nets, resolve)
+	g := NewNetworkGateways(nets, GatewayLookups{Registry: resolve})
 	if !g.Enabled() {
 		t.Fatal("not enabled")
 	}
@@ -45,14 +45,14 @@ func TestNetworkGateways(t *testing.T) {
 	if got := g.For("d"); !slices.Equal(got, []NetworkGateway{{"d", "192.0.2.9", 15443}}) {
 		t.Errorf("d: %v, want the registry service's IP", got)
 	}
-	if n := NewNetworkGateways(nets, nil); n.For("d") != nil || len(n.Skipped) != 1 {
+	if n := NewNetworkGateways(nets, GatewayLookups{}); n.For("d") != nil || len(n.Skipped) != 1 {
 		t.Errorf("no resolver: d %v, skipped %v; want registry services not read", n.For("d"), n.Skipped)
 	}
 	if s := g.ScaleFactor(); s != 6 {
 		t.Errorf("scale %d, want lcm(2, 3) = 6", s)
 	}
 	var none *NetworkGateways
-	if none.Enabled() || none.ScaleFactor() != 1 || NewNetworkGateways(nil, nil).Enabled() {
+	if none.Enabled() || none.ScaleFactor() != 1 || NewNetworkGateways(nil, GatewayLookups{}).Enabled() {
 		t.Error("no meshNetworks: enabled")
 	}
 }
@@ -73,11 +73,32 @@ func TestNetworkGatewaysScaleBounded(t *testing.T) {
 		}
 		nets.Networks[fmt.Sprintf("net-%d", n)] = nw
 	}
-	if s := NewNetworkGateways(nets, nil).ScaleFactor(); s == 0 || s > 1<<16 {
+	if s := NewNetworkGateways(nets, GatewayLookups{}).ScaleFactor(); s == 0 || s > 1<<16 {
 		t.Errorf("scale %d, want 1..65536", s)
 	}
-	small := NewNetworkGateways(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{"a": nets.Networks["net-2"], "b": nets.Networks["net-3"]}}, nil)
+	small := NewNetworkGateways(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{"a": nets.Networks["net-2"], "b": nets.Networks["net-3"]}}, GatewayLookups{})
 	if s := small.ScaleFactor(); s != 6 {
 		t.Errorf("scale %d, want lcm(2, 3) = 6 where it fits", s)
+	}
+}
+
+// TestNetworkGatewayNames: a gateway given by hostname (in meshNetworks
+// or a Kubernetes load balancer's) is listed in Names for a resolver, and
+// is the IPs Names gives it; until it resolves it is in Skipped.
+func TestNetworkGatewayNames(t *testing.T) {
+	nets := &meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{"a": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{
+		{Gw: &meshv1alpha1.Network_IstioNetworkGateway_Address{Address: "gw-a.example.com"}, Port: 15443}}}}}
+	lb := NetworkGateway{Network: "b", Addr: "elb-b.example.com", Port: 15443}
+	g := NewNetworkGateways(nets, GatewayLookups{}, lb)
+	if !slices.Equal(g.Names, []string{"elb-b.example.com", "gw-a.example.com"}) || len(g.Skipped) != 2 || g.Enabled() {
+		t.Errorf("unresolved: names %v, skipped %v, enabled %v", g.Names, g.Skipped, g.Enabled())
+	}
+	resolved := map[string][]string{"gw-a.example.com": {"192.0.2.1", "192.0.2.2"}, "elb-b.example.com": {"192.0.2.9"}}
+	g = NewNetworkGateways(nets, GatewayLookups{Names: func(h string) []string { return resolved[h] }}, lb)
+	if got := g.For("a"); !slices.Equal(got, []NetworkGateway{{"a", "192.0.2.1", 15443}, {"a", "192.0.2.2", 15443}}) {
+		t.Errorf("a: %v", got)
+	}
+	if got := g.For("b"); !slices.Equal(got, []NetworkGateway{{"b", "192.0.2.9", 15443}}) || len(g.Skipped) != 0 {
+		t.Errorf("b: %v, skipped %v", got, g.Skipped)
 	}
 }

@@ -244,6 +244,9 @@ type Inputs struct {
 	// gateways Kubernetes Services make (Registry.KubeGateways) it makes
 	// PushContext.Networks.
 	MeshNetworks *meshv1alpha1.MeshNetworks
+	// GatewayNames are the gateway hostnames' IPs as last resolved
+	// (Pipeline.SetGatewayNames; nil: none).
+	GatewayNames map[string][]string
 }
 
 // Changed says what changed since the previous snapshot, so Build can
@@ -271,7 +274,9 @@ func Build(prev *PushContext, in Inputs, changed *Changed, now time.Time) *PushC
 	live := in.Registry.Endpoints()
 	pc := &PushContext{Built: now, Mesh: in.Mesh, Credentials: in.Credentials, TrustRoots: in.TrustRoots, JWKS: in.JWKS, Endpoints: live.View(), live: live, kinds: map[config.Kind]*kindIndex{}}
 	if kube := in.Registry.KubeGateways(); in.MeshNetworks != nil || len(kube) > 0 {
-		pc.Networks = model.NewNetworkGateways(in.MeshNetworks, in.Registry.KubeExternalIPs, kube...)
+		names := in.GatewayNames
+		pc.Networks = model.NewNetworkGateways(in.MeshNetworks, model.GatewayLookups{
+			Registry: in.Registry.KubeExternalIPs, Names: func(h string) []string { return names[h] }}, kube...)
 	}
 	if prev != nil {
 		pc.Version = prev.Version + 1

@@ -56,6 +56,7 @@ type Pipeline struct {
 	roots    atomic.Pointer[[]byte]
 	jwks     atomic.Pointer[jwks.Set]
 	networks atomic.Pointer[meshv1alpha1.MeshNetworks]
+	gwNames  atomic.Pointer[map[string][]string]
 	current  atomic.Pointer[PushContext]
 	// pinned is current re-pinned at a later endpoint generation, shared
 	// by every caller until the endpoints move again.
@@ -223,6 +224,21 @@ func (p *Pipeline) SetNetworks(n *meshv1alpha1.MeshNetworks) {
 	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonNetworks)})
 }
 
+// SetGatewayNames replaces the IPs network gateway hostnames resolved
+// to (NetworkGateways.Names; the map is the pipeline's from then on) and
+// queues a networks push.
+func (p *Pipeline) SetGatewayNames(m map[string][]string) {
+	p.gwNames.Store(&m)
+	p.enqueue(&Request{Full: true, Start: time.Now(), Reasons: NewReasons(ReasonNetworks)})
+}
+
+func (p *Pipeline) gatewayNames() map[string][]string {
+	if m := p.gwNames.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
 // SetTrustRoots replaces the CA's roots (PEM; see
 // PushContext.TrustRoots) and queues a full push (reason "trust"). The
 // caller must not alter pem afterwards.
@@ -337,7 +353,7 @@ func (p *Pipeline) publish(req *Request, changed *Changed) {
 	pc := p.current.Load()
 	if req.Full || pc == nil {
 		start := time.Now()
-		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots(), JWKS: p.jwks.Load(), MeshNetworks: p.networks.Load()}, changed, start)
+		pc = Build(pc, Inputs{Store: p.store, Registry: p.registry, Mesh: p.mesh.Load(), Credentials: p.creds.Load(), TrustRoots: p.trustRoots(), JWKS: p.jwks.Load(), MeshNetworks: p.networks.Load(), GatewayNames: p.gatewayNames()}, changed, start)
 		p.current.Store(pc)
 		p.opts.Logger.Debug("snapshot built", "version", pc.Version, "took", time.Since(start), "services", len(pc.Services()))
 	} else if changed != nil && len(changed.Kinds) > 0 {

@@ -44,6 +44,7 @@ type Daemon struct {
 	// networks: the meshNetworks New loaded (nil: none), watchNetworks'
 	// baseline.
 	networks *meshv1alpha1.MeshNetworks
+	gwNames  *gatewayNames // networks.go
 	reg      *registry
 	agg      *store.Aggregate
 	own      *store.Memory
@@ -132,6 +133,8 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 	}
 	d.pipeline.AddListener(d.xds.OnPush)
 	d.pipeline.AddListener(func(*push.PushContext, *push.Request) { d.pushes.Add(1) }) // idletrim.go
+	d.gwNames = &gatewayNames{wake: make(chan struct{}, 1), lookup: lookupGatewayName}
+	d.pipeline.AddListener(d.gwNames.watch) // networks.go
 	d.Handle("/debug/syncz", debug.SyncHandler(d.xds))
 	d.Handle("/debug/config_dump", debug.ConfigDumpHandler(redactedDumps{d.xds})) // http.go
 	d.Handle("/debug/pushz", debug.PushzHandler(d.xds))
@@ -206,6 +209,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	goRun(func() { d.wl.FollowGroups(ctx, d.agg, synced) })
 	goRun(func() { d.watchMesh(ctx) })
 	goRun(func() { d.watchNetworks(ctx, d.networks) })
+	goRun(func() { d.resolveGatewayNames(ctx, d.gwNames) })
 	d.startIdleTrim(ctx, goRun)
 
 	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}

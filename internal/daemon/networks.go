@@ -3,25 +3,24 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"net"
 	"net/http"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/sources/file"
 )
 
-// setNetworks gives the pipeline the gateways of n (nil: none), logging
-// the gateways it cannot use.
-func (d *Daemon) setNetworks(n *meshv1alpha1.MeshNetworks) {
-	g := model.NewNetworkGateways(n, nil)
-	for _, s := range g.Skipped {
-		d.log.Warn("mesh networks: gateway left out", "file", d.cfg.MeshNetworks, "gateway", s)
-	}
-	d.pipeline.SetNetworks(n)
-}
+// setNetworks gives the pipeline the meshNetworks n (nil: none).
+func (d *Daemon) setNetworks(n *meshv1alpha1.MeshNetworks) { d.pipeline.SetNetworks(n) }
 
 // watchNetworks follows the meshNetworks file as watchMesh follows the
 // mesh config: a bad version is refused with a logged reason and the
@@ -79,4 +78,85 @@ func (d *Daemon) networkz(w http.ResponseWriter, _ *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(out)
+}
+
+// gatewayResolveEvery is how often network gateway hostnames are resolved
+// again (an AWS load balancer's addresses change).
+const gatewayResolveEvery = 30 * time.Second
+
+// gatewayNames keeps the network gateways given by hostname (in
+// meshNetworks, or a gateway Service's load balancer) resolved, as
+// istiod does: when a snapshot names other hostnames than the last, and
+// every gatewayResolveEvery, each is resolved (5 s at most) and the
+// pipeline gets the IPs when they changed. A name that fails keeps its
+// last IPs, and says why.
+type gatewayNames struct {
+	wake   chan struct{}
+	lookup func(ctx context.Context, host string) ([]net.IPAddr, error)
+	mu     sync.Mutex
+	seen   []string // the latest snapshot's NetworkGateways.Names
+}
+
+// lookupGatewayName resolves a gateway hostname; New gives it to the
+// daemon's gatewayNames (tests set their own before New: their hosts
+// must not need a network).
+var lookupGatewayName = net.DefaultResolver.LookupIPAddr
+
+// watch is the pipeline listener (added in New): it wakes run when a
+// snapshot names other hostnames.
+func (g *gatewayNames) watch(pc *push.PushContext, _ *push.Request) {
+	var names []string
+	if pc.Networks != nil {
+		names = pc.Networks.Names
+	}
+	g.mu.Lock()
+	changed := !slices.Equal(names, g.seen)
+	g.seen = names
+	g.mu.Unlock()
+	if changed {
+		select {
+		case g.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (d *Daemon) resolveGatewayNames(ctx context.Context, g *gatewayNames) {
+	resolved := map[string][]string{}
+	t := time.NewTicker(gatewayResolveEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.wake:
+		case <-t.C:
+		}
+		g.mu.Lock()
+		names := g.seen
+		g.mu.Unlock()
+		next := make(map[string][]string, len(names))
+		for _, name := range names {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			addrs, err := g.lookup(rctx, name)
+			cancel()
+			if err != nil || len(addrs) == 0 {
+				d.log.Warn("network gateway hostname did not resolve; its last addresses stay", "name", name, "err", err, "last", resolved[name])
+				if last := resolved[name]; last != nil {
+					next[name] = last
+				}
+				continue
+			}
+			ips := make([]string, 0, len(addrs))
+			for _, a := range addrs {
+				ips = append(ips, a.IP.String())
+			}
+			slices.Sort(ips)
+			next[name] = slices.Compact(ips)
+		}
+		if !maps.EqualFunc(next, resolved, slices.Equal) {
+			resolved = next
+			d.pipeline.SetGatewayNames(next)
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,6 +39,10 @@ func TestMeshNetworksWatched(t *testing.T) {
 		}
 	}
 	write("networks:\n  net-k8s:\n    gateways: [{address: 192.0.2.10, port: 15443}]\n")
+	defer func(l func(context.Context, string) ([]net.IPAddr, error)) { lookupGatewayName = l }(lookupGatewayName)
+	lookupGatewayName = func(context.Context, string) ([]net.IPAddr, error) { // no network in tests
+		return nil, &net.DNSError{Err: "no such host", IsNotFound: true}
+	}
 	d, _ := startDaemon(t, dir)
 	gateways := func() int {
 		if pc := d.Pipeline().Current(); pc != nil {
@@ -48,7 +54,7 @@ func TestMeshNetworksWatched(t *testing.T) {
 	write("networks:\n  net-k8s:\n    gateways: [{address: 192.0.2.10, port: 15443}, {address: 192.0.2.11, port: 15443}, {address: gw.example.com, port: 15443}]\n")
 	testkit.Eventually(t, "the edited gateways", func() bool { return gateways() == 2 })
 	// /debug/networkz shows them, and the one left out with why.
-	if _, body := get(t, "http://"+d.HTTPAddr()+"/debug/networkz"); !strings.Contains(body, `"address": "192.0.2.11"`) || !strings.Contains(body, "gw.example.com is not an IP") {
+	if _, body := get(t, "http://"+d.HTTPAddr()+"/debug/networkz"); !strings.Contains(body, `"address": "192.0.2.11"`) || !strings.Contains(body, "gw.example.com has not resolved") {
 		t.Errorf("/debug/networkz: %s", body)
 	}
 	write("networks:\n  net-k8s:\n    gateways: [{port: 15443}]\n")
@@ -139,5 +145,27 @@ func TestMultiNetworkExample(t *testing.T) {
 	}
 	if wire.Find(res, "outbound_.9080_._.ratings.bookinfo.svc.cluster.local") == nil {
 		t.Error("the VM network's east-west gateway has no SNI cluster for the VMs' service")
+	}
+}
+
+// TestGatewayHostnameResolved: a meshNetworks gateway given by hostname
+// is resolved (as istiod's RESOLVE_HOSTNAME_GATEWAYS): its IPs become the
+// network's gateways. "localhost" resolves without a network.
+func TestGatewayHostnameResolved(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "conf.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "meshnetworks.yaml"), []byte("networks:\n  net-lb:\n    gateways: [{address: localhost, port: 15443}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := startDaemon(t, dir)
+	testkit.Eventually(t, "localhost resolved to the network's gateway", func() bool {
+		pc := d.Pipeline().Current()
+		return pc != nil && slices.Contains(pc.Networks.For("net-lb"), model.NetworkGateway{Network: "net-lb", Addr: "127.0.0.1", Port: 15443})
+	})
+	if _, body := get(t, "http://"+d.HTTPAddr()+"/debug/networkz"); strings.Contains(body, "has not resolved") {
+		t.Errorf("/debug/networkz still says the name did not resolve: %s", body)
 	}
 }

@@ -23,7 +23,7 @@ func (i *istiod) setNetworks(t *testing.T, yaml string) {
 	n, err := config.ParseMeshNetworks([]byte(yaml), "networks")
 	must(t, err)
 	var want []string
-	gws := model.NewNetworkGateways(n, nil)
+	gws := model.NewNetworkGateways(n, model.GatewayLookups{})
 	for name := range n.GetNetworks() {
 		for _, gw := range gws.For(name) {
 			want = append(want, fmt.Sprintf("%s %s:%d", gw.Network, gw.Addr, gw.Port))

@@ -359,12 +359,7 @@ func (c *cluster) process(first bool) bool {
 		if svc.Spec.Type == corev1.ServiceTypeExternalName {
 			ext = svc.Spec.ExternalName
 		}
-		gws, hostnames := networkGateways(svc)
-		if len(hostnames) > 0 {
-			c.log.Warn("network gateway Service: its load balancer hostnames are not resolved; give it IPs or externalIPs",
-				"service", svc.Namespace+"/"+svc.Name, "network", svc.Labels[labelNetwork], "hostnames", hostnames, "gateways", len(gws))
-		}
-		return &model.KubeService{Name: svc.Name, Service: ms, Endpoints: sliceEndpoints(ms, ext, sls, lk), Gateways: gws, ExternalIPs: externalIPs(svc)}
+		return &model.KubeService{Name: svc.Name, Service: ms, Endpoints: sliceEndpoints(ms, ext, sls, lk), Gateways: networkGateways(svc), ExternalIPs: externalIPs(svc)}
 	}
 	selected := map[string]bool{}
 	sel := func(ns string) bool {

@@ -264,19 +264,14 @@ const (
 
 // networkGateways are the gateways a Service labelled
 // topology.istio.io/network stands for, as istiod's getGatewayDetails:
-// its load balancer's IPs and external IPs (hostnames are not resolved),
-// on its gateway port (networking.istio.io/gatewayPort, else 15443),
-// which must be a port of the Service. Sorted; nil for any other Service.
-// hostnames are its load balancer's hostnames, which are not resolved.
-func networkGateways(svc *corev1.Service) (gws []model.NetworkGateway, hostnames []string) {
+// its load balancer's IPs and hostnames (an AWS load balancer gives
+// hostnames; the daemon resolves them) and its external IPs, on its
+// gateway port (networking.istio.io/gatewayPort, else 15443), which must
+// be a port of the Service. Sorted; nil for any other Service.
+func networkGateways(svc *corev1.Service) []model.NetworkGateway {
 	nw := svc.Labels[labelNetwork]
 	if nw == "" {
-		return nil, nil
-	}
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if in.IP == "" && in.Hostname != "" {
-			hostnames = append(hostnames, in.Hostname)
-		}
+		return nil
 	}
 	port := defaultGatewayPort
 	if v := svc.Labels[labelGatewayPort]; v != "" {
@@ -285,12 +280,22 @@ func networkGateways(svc *corev1.Service) (gws []model.NetworkGateway, hostnames
 		}
 	}
 	if !slices.ContainsFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return int(p.Port) == port }) {
-		return nil, nil
+		return nil
 	}
-	for _, a := range externalIPs(svc) {
+	addrs := externalIPs(svc)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if in.IP == "" && in.Hostname != "" {
+				addrs = append(addrs, in.Hostname)
+			}
+		}
+	}
+	slices.Sort(addrs)
+	var gws []model.NetworkGateway
+	for _, a := range slices.Compact(addrs) {
 		gws = append(gws, model.NetworkGateway{Network: nw, Addr: a, Port: uint32(port)})
 	}
-	return gws, hostnames
+	return gws
 }
 
 // externalIPs are a Service's load balancer IPs (hostnames are not

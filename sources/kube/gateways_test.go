@@ -13,7 +13,8 @@ import (
 
 // TestNetworkGatewayServices: a Service labelled
 // topology.istio.io/network (Istio's east-west gateway) is that network's
-// gateway at its load balancer's IPs and external IPs, on its gateway
+// gateway at its load balancer's IPs and hostnames and its external IPs,
+// on its gateway
 // port (networking.istio.io/gatewayPort, else 15443, which the Service
 // must have); the registry's gateways follow its status and its removal,
 // each change a gateway change; every Service's external IPs are kept by
@@ -57,8 +58,9 @@ func TestNetworkGatewayServices(t *testing.T) {
 	if _, err := svcs.UpdateStatus(ctx, gw, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the load balancer's IP beside it (its hostname not resolved)", want(
-		model.NetworkGateway{Network: "net-k8s", Addr: "192.0.2.30", Port: 15443}, model.NetworkGateway{Network: "net-k8s", Addr: "192.0.2.31", Port: 15443}))
+	poll(t, "the load balancer's IP and hostname beside it (the daemon resolves the name)", want(
+		model.NetworkGateway{Network: "net-k8s", Addr: "192.0.2.30", Port: 15443}, model.NetworkGateway{Network: "net-k8s", Addr: "192.0.2.31", Port: 15443},
+		model.NetworkGateway{Network: "net-k8s", Addr: "gw.example.com", Port: 15443}))
 
 	if err := svcs.Delete(ctx, "istio-eastwestgateway", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ spec:
 	}
 	pc.Networks = model.NewNetworkGateways(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{
 		"b": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{{Gw: &meshv1alpha1.Network_IstioNetworkGateway_Address{Address: "192.0.2.2"}, Port: 15443}}},
-	}}, nil)
+	}}, model.GatewayLookups{})
 	first := func(res []*wire.Resource, name string, cla func(*wire.Resource) *endpointv3.ClusterLoadAssignment) string {
 		r := wire.Find(res, name)
 		if r == nil {

@@ -43,7 +43,7 @@ spec:
 	nets := model.NewNetworkGateways(&meshv1alpha1.MeshNetworks{Networks: map[string]*meshv1alpha1.Network{
 		"net-vm":  {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{gw("192.0.2.20")}},
 		"net-k8s": {Gateways: []*meshv1alpha1.Network_IstioNetworkGateway{gw("192.0.2.11"), gw("192.0.2.10"), gw("2001:db8::10")}},
-	}}, nil)
+	}}, model.GatewayLookups{})
 	const cluster = "outbound|8080||inventory.fleet.internal"
 	weights := func(network string, ips ...string) map[string]uint32 {
 		p := gentest.Node(t, "sidecar~10.1.0.9~vm.default~default.svc.cluster.local", nil)
