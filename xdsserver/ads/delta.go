@@ -29,7 +29,14 @@ type delta struct {
 
 // DeltaAggregatedResources implements ADS, incremental (Delta) variant.
 func (s *Server) DeltaAggregatedResources(stream deltaStream) error {
-	return serve(s, stream.Context(), stream.Recv, (*discovery.DeltaDiscoveryRequest).GetNode,
+	recv := func() (*wire.DeltaRequest, error) {
+		r := &wire.DeltaRequest{Shared: &s.lists}
+		if err := stream.RecvMsg(r); err != nil { // our codec shares a long subscription's list
+			return nil, err
+		}
+		return r, nil
+	}
+	return serve(s, stream.Context(), recv, (*wire.DeltaRequest).GetNode,
 		func(c *conn) variant { return &delta{c: c, stream: stream} })
 }
 
@@ -38,11 +45,11 @@ func (v *delta) send(m *wire.Msg) error { return v.stream.SendMsg(m) }
 // onDeltaRequest applies the ACK or NACK the request carries, then its
 // subscription changes, and answers when the subscription changed.
 func (v *delta) onRequest(m any) error {
-	c, r := v.c, m.(*discovery.DeltaDiscoveryRequest)
+	c, r := v.c, m.(*wire.DeltaRequest)
 	typeURL := r.GetTypeUrl()
 	t := c.s.types[typeURL]
 	if t == nil {
-		c.report(Report{TypeURL: typeURL, ResponseNonce: r.GetResponseNonce(), ResourceNames: r.GetResourceNamesSubscribe(),
+		c.report(Report{TypeURL: typeURL, ResponseNonce: r.GetResponseNonce(), ResourceNames: r.Subscribe(),
 			ErrorDetail: r.GetErrorDetail(), Delta: true})
 		return nil
 	}
@@ -50,7 +57,7 @@ func (v *delta) onRequest(m any) error {
 	w, first := c.sub(typeURL, func() *sub {
 		return &sub{typ: t, typeURL: typeURL, initial: maps.Clone(r.GetInitialResourceVersions()), rejected: map[string][32]byte{}, inFlight: map[string]sentResp{},
 			// Legacy wildcard: a first request of a wildcard type that names nothing.
-			wildcard: len(r.GetResourceNamesSubscribe()) == 0 && t.Wildcard}
+			wildcard: len(r.Subscribe()) == 0 && t.Wildcard}
 	})
 	if nonce := r.GetResponseNonce(); nonce != "" {
 		sent, tracked := w.inFlight[nonce]
@@ -81,14 +88,21 @@ func (v *delta) onRequest(m any) error {
 	}
 	changed := first
 	var added []string
-	for _, n := range r.GetResourceNamesSubscribe() {
-		if n == "*" {
-			changed = changed || !w.wildcard
-			w.wildcard = true
-			continue
-		}
-		if _, found := slices.BinarySearch(w.names, n); !found {
-			added = append(added, unique.Make(n).Value())
+	// A long subscription comes as a shared list (sorted, each name once,
+	// no "*"): to a stream subscribed to nothing yet, all of it is added.
+	shared := r.Subscribed != nil && len(w.names) == 0
+	if shared {
+		added = r.Subscribed.Names // not to be altered
+	} else {
+		for _, n := range r.Subscribe() {
+			if n == "*" {
+				changed = changed || !w.wildcard
+				w.wildcard = true
+				continue
+			}
+			if _, found := slices.BinarySearch(w.names, n); !found {
+				added = append(added, unique.Make(n).Value())
+			}
 		}
 	}
 	var dropped map[string]bool
@@ -111,10 +125,19 @@ func (v *delta) onRequest(m any) error {
 	if len(added) > 0 || len(dropped) > 0 {
 		// Into a new list: the old one is shared with other connections
 		// and never altered.
-		slices.Sort(added)
-		added = slices.Compact(added)
-		names := mergeNames(w.names, added, dropped)
-		w.list = c.s.lists.Get(wire.NamesHash(names), names)
+		switch {
+		case shared:
+			w.list = r.Subscribed
+		case len(w.names) == 0: // nothing to merge with (nor to drop)
+			slices.Sort(added)
+			added = slices.Compact(added)
+			w.list = c.s.lists.Get(wire.NamesHash(added), added)
+		default:
+			slices.Sort(added)
+			added = slices.Compact(added)
+			names := mergeNames(w.names, added, dropped)
+			w.list = c.s.lists.Get(wire.NamesHash(names), names)
+		}
 		w.names = w.list.Names
 		if len(dropped) > 0 {
 			w.hold(&c.s.held, nil, dropped)
@@ -182,7 +205,15 @@ func (v *delta) diff(w *sub, g generated, force bool, req *push.Request, only []
 		removed    []string
 		drop       map[string]bool
 	)
-	send, hold = make([]*wire.Resource, 0, len(res)), make([]*wire.Resource, 0, len(res))
+	// hold stays nil while it is send (no resource held from before the
+	// stream): one list, not two, for each proxy connecting.
+	send = make([]*wire.Resource, 0, len(res))
+	keep := func(r *wire.Resource) {
+		if hold == nil {
+			hold = append(make([]*wire.Resource, 0, len(res)), send...)
+		}
+		hold = append(hold, r)
+	}
 	// gone handles a held resource the generation did not produce.
 	gone := func(e *wire.Resource) {
 		if _, in := slices.BinarySearch(only, e.Name); only != nil && !in {
@@ -213,7 +244,7 @@ func (v *delta) diff(w *sub, g generated, force bool, req *push.Request, only []
 			if v, ok := w.initial[r.Name]; ok {
 				delete(w.initial, r.Name)
 				if v == r.Version() {
-					hold = append(hold, r) // it had this version when it connected
+					keep(r) // it had this version when it connected
 					continue
 				}
 			}
@@ -227,10 +258,15 @@ func (v *delta) diff(w *sub, g generated, force bool, req *push.Request, only []
 			delete(w.rejected, r.Name)
 		}
 		send = append(send, r)
-		hold = append(hold, r)
+		if hold != nil {
+			hold = append(hold, r)
+		}
 	}
 	for ; h < len(w.held); h++ {
 		gone(w.held[h])
+	}
+	if hold == nil {
+		hold = send // not altered by w.hold
 	}
 	prev := w.held
 	w.hold(&v.c.s.held, hold, drop)

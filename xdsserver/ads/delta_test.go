@@ -2,6 +2,7 @@ package ads
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/core/testkit"
+	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
@@ -135,5 +137,48 @@ func TestDeltaNamedSubscriptionsAndInitialVersions(t *testing.T) {
 	r4 := s2.recv()
 	if len(r4.GetResources()) != 0 {
 		t.Fatalf("reconnect with current versions got %v, want nothing", names(r4))
+	}
+}
+
+// A long subscription, which the codec makes one list shared between the
+// streams naming the same set, behaves as a short one: each stream gets
+// every name, an addition is answered alone, and one stream's
+// unsubscription narrows its own pushes, not the other's.
+func TestDeltaLongSubscriptionShared(t *testing.T) {
+	e := newEnv(t)
+	var many []string
+	for i := range 2 * wire.SharedFrom {
+		many = append(many, fmt.Sprintf("n%03d", i))
+	}
+	reversed := slices.Clone(many)
+	slices.Reverse(reversed)
+	s, s2 := e.openDelta(t), e.openDelta(t)
+	s.send(&discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: many})
+	r1 := s.recv()
+	s2.send(&discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: append(reversed, many[3])})
+	r2 := s2.recv()
+	if !slices.Equal(names(r1), many) || !slices.Equal(names(r2), many) {
+		t.Fatalf("long subscriptions answered with %d and %d resources, want %d each", len(r1.GetResources()), len(r2.GetResources()), len(many))
+	}
+	s2.send(&discovery.DeltaDiscoveryRequest{ResponseNonce: r2.GetNonce()})
+
+	s.send(&discovery.DeltaDiscoveryRequest{ResponseNonce: r1.GetNonce(), ResourceNamesSubscribe: []string{"zz"}})
+	if r := s.recv(); !slices.Equal(names(r), []string{"zz"}) {
+		t.Fatalf("subscribe zz: %v", names(r))
+	}
+	s.send(&discovery.DeltaDiscoveryRequest{ResourceNamesUnsubscribe: []string{many[0]}})
+	testkit.Eventually(t, "unsubscribe applied", func() bool {
+		n := 0
+		for _, p := range e.srv.Syncz() {
+			n += p.Types[0].Names
+		}
+		return n == 2*len(many) // (len(many)+1-1) + len(many)
+	})
+	e.port.Store(3333)
+	e.srv.OnPush(nil, &push.Request{Full: true})
+	want := append(slices.Clone(many[1:]), "zz")
+	got1, got2 := names(s.recv()), names(s2.recv())
+	if !slices.Equal(got1, want) || !slices.Equal(got2, many) {
+		t.Fatalf("push after one stream unsubscribed %s: %d and %d resources, want %d and %d", many[0], len(got1), len(got2), len(want), len(many))
 	}
 }

@@ -220,6 +220,9 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*Request); ok {
 		return decodeRequest(data, r)
 	}
+	if r, ok := v.(*DeltaRequest); ok {
+		return decodeSharedDelta(data, r)
+	}
 	if r, ok := v.(*discovery.DeltaDiscoveryRequest); ok {
 		return decodeDeltaRequest(data, r)
 	}
