@@ -115,3 +115,24 @@ func logStreamEnds(tb testing.TB, d *daemonProc, mode Mode) {
 	}
 	tb.Logf("%s: streams ended while the fleet ran: %s", mode, strings.Join(out, ", "))
 }
+
+// heapSnapshots, when BAREMESH_SCALE_HEAPS names a directory, fetches
+// the daemon's live heap (after a collection) every half second for six
+// seconds from now: what a connect storm holds on its way, where the
+// profile at the end of the phase shows only what is left.
+func heapSnapshots(tb testing.TB, d *daemonProc, name string) {
+	dir := os.Getenv("BAREMESH_SCALE_HEAPS")
+	if dir == "" || d.http == "" {
+		return
+	}
+	go func() {
+		for i := range 12 {
+			select {
+			case <-d.done: // stopped: nothing to fetch, and the test may have ended
+				return
+			case <-time.After(500 * time.Millisecond): // the snapshots' pace
+			}
+			fetch(tb, fmt.Sprintf("http://%s/debug/pprof/heap?gc=1", d.http), filepath.Join(dir, fmt.Sprintf("%s-heap-%02d.pprof", name, i)))
+		}
+	}()
+}
