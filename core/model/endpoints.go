@@ -24,13 +24,26 @@ type EndpointIndex struct {
 	// addrs counts endpoints by address, so "is anything at this IP?" is
 	// one lookup.
 	addrs map[string]int
+	// at counts endpoints by address and service port: what a proxy at
+	// that address serves, without merging every service's endpoints.
+	// An address's map is replaced, never altered: views share it.
+	at map[string]map[AddrRef]int
 	// view is the view at counter, made on first use (View).
 	view *EndpointView
 }
 
+// AddrRef is a service port with an endpoint at some address: the
+// endpoint's service, its service port name and its port.
+type AddrRef struct {
+	Service  ServiceKey
+	PortName string
+	Port     uint32
+}
+
 // NewEndpointIndex returns an empty index.
 func NewEndpointIndex() *EndpointIndex {
-	return &EndpointIndex{shards: map[ServiceKey]map[config.Key][]*Endpoint{}, version: map[ServiceKey]uint64{}, addrs: map[string]int{}, merged: map[ServiceKey][]*Endpoint{}}
+	return &EndpointIndex{shards: map[ServiceKey]map[config.Key][]*Endpoint{}, version: map[ServiceKey]uint64{}, addrs: map[string]int{},
+		at: map[string]map[AddrRef]int{}, merged: map[ServiceKey][]*Endpoint{}}
 }
 
 // SetShard replaces one shard of a service (nil removes it) and reports
@@ -44,6 +57,21 @@ func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoi
 	if endpointsEqual(cur, eps) {
 		return false
 	}
+	touched := map[string]map[AddrRef]int{} // the addresses' new maps
+	ref := func(e *Endpoint, d int) {
+		m, ok := touched[e.Address]
+		if !ok {
+			m = maps.Clone(x.at[e.Address])
+			if m == nil {
+				m = map[AddrRef]int{}
+			}
+			touched[e.Address] = m
+		}
+		r := AddrRef{Service: svc, PortName: e.ServicePortName, Port: e.Port}
+		if m[r] += d; m[r] <= 0 {
+			delete(m, r)
+		}
+	}
 	for _, e := range cur {
 		if addrs != nil {
 			addrs[e.Address] = true
@@ -51,12 +79,21 @@ func (x *EndpointIndex) SetShard(svc ServiceKey, shard config.Key, eps []*Endpoi
 		if x.addrs[e.Address]--; x.addrs[e.Address] <= 0 {
 			delete(x.addrs, e.Address)
 		}
+		ref(e, -1)
 	}
 	for _, e := range eps {
 		if addrs != nil {
 			addrs[e.Address] = true
 		}
 		x.addrs[e.Address]++
+		ref(e, 1)
+	}
+	for a, m := range touched {
+		if len(m) == 0 {
+			delete(x.at, a)
+		} else {
+			x.at[a] = m
+		}
 	}
 	// A service's shard map is replaced, never altered: views share it.
 	m := maps.Clone(x.shards[svc])
@@ -118,7 +155,7 @@ func (x *EndpointIndex) View() *EndpointView {
 	defer x.mu.Unlock()
 	if x.view == nil {
 		x.view = &EndpointView{src: x, gen: x.counter, shards: maps.Clone(x.shards), version: maps.Clone(x.version),
-			addrs: maps.Clone(x.addrs), merged: maps.Clone(x.merged)}
+			addrs: maps.Clone(x.addrs), at: maps.Clone(x.at), merged: maps.Clone(x.merged)}
 	}
 	return x.view
 }
@@ -152,6 +189,7 @@ type EndpointView struct {
 	shards  map[ServiceKey]map[config.Key][]*Endpoint // shard maps are never altered
 	version map[ServiceKey]uint64
 	addrs   map[string]int
+	at      map[string]map[AddrRef]int // address maps are never altered
 	// merged memoises Endpoints (a function of the view).
 	mu     sync.RWMutex
 	merged map[ServiceKey][]*Endpoint
@@ -186,6 +224,34 @@ func (v *EndpointView) Endpoints(svc ServiceKey) []*Endpoint {
 
 // HasAddress reports whether any endpoint of any service is at addr.
 func (v *EndpointView) HasAddress(addr string) bool { return v != nil && v.addrs[addr] > 0 }
+
+// At returns the service ports with an endpoint at addr, each once,
+// sorted by service (namespace, hostname), port and port name.
+func (v *EndpointView) At(addr string) []AddrRef {
+	if v == nil {
+		return nil
+	}
+	m := v.at[addr]
+	out := make([]AddrRef, 0, len(m))
+	for r := range m {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, compareRefs)
+	return out
+}
+
+func compareRefs(a, b AddrRef) int {
+	if c := strings.Compare(a.Service.Namespace, b.Service.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Service.Hostname, b.Service.Hostname); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return strings.Compare(a.PortName, b.PortName)
+}
 
 // Generation is the index's generation this view shows.
 func (v *EndpointView) Generation() uint64 {

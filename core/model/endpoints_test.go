@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -38,5 +39,40 @@ func TestEndpointViewIsPinned(t *testing.T) {
 	var none *model.EndpointView
 	if none.Endpoints(svc) != nil || none.HasAddress("10.0.0.1") || none.Generation() != 0 {
 		t.Fatal("a nil view has endpoints")
+	}
+}
+
+// At is what is served at an address: each service port once, however
+// many shards hold an endpoint there, gone with the last of them; a view
+// keeps what was at the address when it was taken.
+func TestEndpointsAtAddress(t *testing.T) {
+	x := model.NewEndpointIndex()
+	a := model.ServiceKey{Hostname: "a.mesh", Namespace: "ns"}
+	b := model.ServiceKey{Hostname: "b.mesh", Namespace: "ns"}
+	s1 := config.Key{Kind: config.ServiceEntry, Namespace: "ns", Name: "s1"}
+	s2 := config.Key{Kind: config.WorkloadEntry, Namespace: "ns", Name: "s2"}
+	vm := "10.0.0.1"
+	x.SetShard(b, s1, []*model.Endpoint{{Address: vm, Port: 9090, ServicePortName: "grpc"}}, nil)
+	x.SetShard(a, s1, []*model.Endpoint{{Address: vm, Port: 8080, ServicePortName: "http"}, {Address: "10.0.0.2", Port: 8080, ServicePortName: "http"}}, nil)
+	x.SetShard(a, s2, []*model.Endpoint{{Address: vm, Port: 8080, ServicePortName: "http"}}, nil)
+	want := []model.AddrRef{{Service: a, PortName: "http", Port: 8080}, {Service: b, PortName: "grpc", Port: 9090}}
+	before := x.View()
+	if got := before.At(vm); !slices.Equal(got, want) {
+		t.Fatalf("At(%s) = %v, want %v", vm, got, want)
+	}
+	x.SetShard(a, s1, nil, nil) // one of a's two endpoints at vm goes
+	if got := x.View().At(vm); !slices.Equal(got, want) {
+		t.Fatalf("after one shard went: %v, want %v", got, want)
+	}
+	x.SetShard(a, s2, nil, nil)
+	x.SetShard(b, s1, []*model.Endpoint{{Address: vm, Port: 9091, ServicePortName: "grpc"}}, nil)
+	if got := x.View().At(vm); !slices.Equal(got, []model.AddrRef{{Service: b, PortName: "grpc", Port: 9091}}) {
+		t.Fatalf("after both of a's went and b's port moved: %v", got)
+	}
+	if got := x.View().At("10.0.0.2"); len(got) != 0 {
+		t.Fatalf("an address with nothing left: %v", got)
+	}
+	if got := before.At(vm); !slices.Equal(got, want) {
+		t.Fatalf("the earlier view moved: %v", got)
 	}
 }

@@ -3,6 +3,7 @@ package generation
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -50,12 +51,16 @@ type shapeKey struct {
 	identityNS  string
 	topology    model.GatewayTopology
 	hasTopology bool
-	ips         string // only the IPs that some endpoint is at
-	endpoints   uint64 // endpoint index generation, when ips is set
-	// bind: for a sidecar's LDS whose Sidecar has ingress listeners,
-	// the IP their chains are named after (lds.ingressBind), when ips
-	// does not hold all of the proxy's IPs.
-	bind     string
+	// inbound: the service ports with an endpoint at the proxy's IPs,
+	// address by address (model.EndpointView.At), which is all that its
+	// inbound side reads of them: auto-registered VMs serving the same
+	// service ports from different addresses share their LDS and CDS.
+	inbound   string
+	endpoints uint64 // endpoint index generation, when inbound is set
+	// ips: a sidecar whose Sidecar has ingress listeners reads its own
+	// IPs (chains named after one, lds.ingressBind; a default endpoint
+	// at 0.0.0.0 becomes one, cds.ingressEndpoint): all of them.
+	ips      string
 	names    uint64 // hash of the subscribed names; 0 for wildcard
 	wildcard bool
 	// efMeta: the node metadata that some EnvoyFilter match reads
@@ -91,19 +96,12 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 	if p.GatewayTopology != nil {
 		k.topology, k.hasTopology = *p.GatewayTopology, true
 	}
-	var ips []string
-	for _, ip := range p.IPs {
-		if pc.Endpoints.HasAddress(ip) {
-			ips = append(ips, ip)
-		}
-	}
-	if len(ips) > 0 {
-		k.ips = strings.Join(ips, ",")
+	if k.inbound = inboundKey(pc, p.IPs); k.inbound != "" {
 		k.endpoints = pc.Endpoints.Generation()
 	}
-	if typeURL == xdstype.Listener.URL && p.Type == model.SidecarProxy && len(ips) < len(p.IPs) &&
+	if (typeURL == xdstype.Listener.URL || typeURL == xdstype.Cluster.URL) && p.Type == model.SidecarProxy &&
 		len(pc.Configs(config.Sidecar)) > 0 && len(scope.SidecarFor(pc, p).GetIngress()) > 0 {
-		k.bind = scope.GlobalUnicastIP(p.IPs)
+		k.ips = strings.Join(p.IPs, ",")
 	}
 	if names != nil {
 		k.names = wire.NamesHash(names)
@@ -118,6 +116,43 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 		}
 	}
 	return k
+}
+
+// inboundKey is shapeKey.inbound for a proxy at ips: for each of them
+// with endpoints, in address order, the service ports they serve.
+func inboundKey(pc *push.PushContext, ips []string) string {
+	var b strings.Builder
+	for _, ip := range endpointIPs(pc, ips) {
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		for i, r := range pc.Endpoints.At(ip) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(r.Service.Namespace)
+			b.WriteByte('/')
+			b.WriteString(r.Service.Hostname)
+			b.WriteByte('|')
+			b.WriteString(r.PortName)
+			b.WriteByte('|')
+			b.WriteString(strconv.FormatUint(uint64(r.Port), 10))
+		}
+	}
+	return b.String()
+}
+
+// endpointIPs is those of ips that some endpoint is at, in address order
+// (the order the inbound side takes them in, scope.servedAt).
+func endpointIPs(pc *push.PushContext, ips []string) []string {
+	var out []string
+	for _, ip := range ips {
+		if pc.Endpoints.HasAddress(ip) && !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // otelTracer reports whether the mesh config has an OpenTelemetry
@@ -138,9 +173,6 @@ func (k shapeKey) proxy() *model.Proxy {
 		Metadata: map[string]string{}}
 	if k.ips != "" {
 		p.IPs = strings.Split(k.ips, ",")
-	}
-	if k.bind != "" && !slices.Contains(p.IPs, k.bind) {
-		p.IPs = append([]string{k.bind}, p.IPs...)
 	}
 	p.Families = k.families
 	p.InterceptionMode = k.interception
@@ -214,6 +246,9 @@ func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Pro
 	}
 	sc.mu.Unlock()
 	in := shapeInput{key: k, pc: pc, names: names}
+	if k.inbound != "" && k.ips == "" {
+		in.ips = endpointIPs(pc, p.IPs)
+	}
 	if e == nil { // an older snapshot than the cache's: no caching
 		res, err := b.generateShape(t, in)
 		return res, nil, err
@@ -234,16 +269,23 @@ func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Pro
 }
 
 // shapeInput is a shapeKey with what it names: the snapshot of version
-// k.push (pinned, so its endpoints are those of k.endpoints) and the
-// subscription whose hash is k.names.
+// k.push (pinned, so its endpoints are those of k.endpoints), the
+// subscription whose hash is k.names, and addresses serving what
+// k.inbound says (those of the proxy that generates it: any proxy with
+// that key would serve the same).
 type shapeInput struct {
 	key   shapeKey
 	pc    *push.PushContext
 	names []string
+	ips   []string
 }
 
 // generateShape is the cached generation: it receives its key (with the
-// snapshot and names the key names) and nothing else.
+// snapshot, names and addresses the key names) and nothing else.
 func (b *Builder) generateShape(t *xdstype.Type, in shapeInput) ([]*wire.Resource, error) {
-	return b.encode(t, gen.Input{Push: in.pc, Proxy: in.key.proxy(), Names: in.names})
+	p := in.key.proxy()
+	if in.ips != nil {
+		p.IPs = in.ips
+	}
+	return b.encode(t, gen.Input{Push: in.pc, Proxy: p, Names: in.names})
 }

@@ -3,6 +3,7 @@ package scope
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/baremesh/baremesh/core/config"
 	"github.com/baremesh/baremesh/core/model"
@@ -70,10 +71,7 @@ func serviceInstances(pc *push.PushContext, proxy *model.Proxy) []Instance {
 		seen[target] = true
 		out = append(out, Instance{Service: s, Port: p, TargetPort: target})
 	}
-	// Merging and sorting every service's endpoints is most of the cost;
-	// when no endpoint at all is at one of the proxy's IPs (one index
-	// lookup per IP), none of them can match.
-	atProxy := slices.ContainsFunc(proxy.IPs, pc.Endpoints.HasAddress)
+	at := servedAt(pc, proxy.IPs)
 	for _, s := range pc.Services() {
 		if len(s.Selector) > 0 && s.Namespace == proxy.Namespace && len(proxy.Labels) > 0 && LabelsMatch(s.Selector, proxy.Labels) {
 			for _, p := range s.Ports {
@@ -85,19 +83,50 @@ func serviceInstances(pc *push.PushContext, proxy *model.Proxy) []Instance {
 			}
 			continue
 		}
-		if !atProxy {
-			continue
-		}
-		for _, ep := range pc.Endpoints.Endpoints(s.Key()) {
-			if !slices.Contains(proxy.IPs, ep.Address) {
-				continue
-			}
-			if p, ok := portByName(s, ep.ServicePortName); ok {
-				add(s, p, ep.Port)
+		for _, r := range at[s.Key()] {
+			if p, ok := portByName(s, r.PortName); ok {
+				add(s, p, r.Port)
 			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Instance) int { return int(a.TargetPort) - int(b.TargetPort) })
+	return out
+}
+
+// servedAt is, by service, the service ports with an endpoint at one of
+// ips, in the order of the service's endpoints (address, port, port
+// name), from the endpoint index's address index: merging and sorting
+// every service's endpoints to find them was most of the cost of a
+// proxy's inbound side.
+func servedAt(pc *push.PushContext, ips []string) map[model.ServiceKey][]model.AddrRef {
+	type atRef struct {
+		addr string
+		model.AddrRef
+	}
+	var by map[model.ServiceKey][]atRef
+	for _, ip := range ips {
+		for _, r := range pc.Endpoints.At(ip) {
+			if by == nil {
+				by = map[model.ServiceKey][]atRef{}
+			}
+			by[r.Service] = append(by[r.Service], atRef{ip, r})
+		}
+	}
+	out := make(map[model.ServiceKey][]model.AddrRef, len(by))
+	for k, refs := range by {
+		slices.SortStableFunc(refs, func(a, b atRef) int {
+			if c := strings.Compare(a.addr, b.addr); c != 0 {
+				return c
+			}
+			if a.Port != b.Port {
+				return int(a.Port) - int(b.Port)
+			}
+			return strings.Compare(a.PortName, b.PortName)
+		})
+		for _, r := range refs {
+			out[k] = append(out[k], r.AddrRef)
+		}
+	}
 	return out
 }
 
