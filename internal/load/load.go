@@ -154,8 +154,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 // filters, stat names) and the full push costs what it costs for a mesh
 // of real sidecars.
 func node(i int, ns string) *corev3.Node {
-	n := i + 1
-	ip := fmt.Sprintf("10.%d.%d.%d", (n>>16)&255, (n>>8)&255, n&255)
+	ip := ProxyIP(i)
 	name := fmt.Sprintf("load-%d", i)
 	md, _ := structpb.NewStruct(map[string]any{
 		"NAMESPACE": ns, "INSTANCE_IPS": ip, "WORKLOAD_NAME": name,
@@ -167,6 +166,12 @@ func node(i int, ns string) *corev3.Node {
 		Cluster:  name + "." + ns,
 		Metadata: md,
 	}
+}
+
+// ProxyIP is the IP of proxy i (from 0) of a fleet.
+func ProxyIP(i int) string {
+	n := i + 1
+	return fmt.Sprintf("10.%d.%d.%d", (n>>16)&255, (n>>8)&255, n&255)
 }
 
 // Stop ends every stream and waits for the proxies to return.

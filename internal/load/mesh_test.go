@@ -133,9 +133,12 @@ func startDaemon(t *testing.T, n int) (addr, dir string) {
 
 // startInProcess is startProcess with the daemon in this process (daemon
 // defaults, as the child process has), so a CPU profile covers it.
-func startInProcess(tb testing.TB, n int) *daemonProc {
+func startInProcess(tb testing.TB, n int, extra map[string]string) *daemonProc {
 	dir := tb.TempDir()
 	writeMesh(tb, dir, n)
+	for name, body := range extra {
+		writeFile(tb, dir, name, body)
+	}
 	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"

@@ -45,7 +45,8 @@ import (
 // daemon's own /metrics latency during the push from the wait for a CPU
 // that this test's load client, on the same two cores, causes (issue #30).
 func BenchmarkScale(b *testing.B) {
-	for _, v := range []scaleVariant{{name: "sotw", mode: SotW}, {name: "delta", mode: Delta}, {name: "sotw-daemon-first", mode: SotW, nice: -10}} {
+	for _, v := range []scaleVariant{{name: "sotw", mode: SotW}, {name: "delta", mode: Delta}, {name: "sotw-daemon-first", mode: SotW, nice: -10},
+		{name: "sotw-vms", mode: SotW, vms: true}} {
 		b.Run(v.name, func(b *testing.B) {
 			if v.nice < 0 && os.Geteuid() != 0 {
 				b.Skip("a negative nice value needs root")
@@ -65,12 +66,40 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-// scaleVariant is one run of the scale scenario: its mode, and the nice
-// value the daemon runs at (0: the load client's).
+// scaleVariant is one run of the scale scenario: its mode, the nice
+// value the daemon runs at (0: the load client's), and whether every
+// proxy is a VM registered as a WorkloadEntry at its IP (vmFleet).
 type scaleVariant struct {
 	name string
 	mode Mode
 	nice int
+	vms  bool
+}
+
+// vmFleet is the scale mesh's proxies as a fleet of VMs: a WorkloadEntry
+// at each proxy's IP, the proxies spread over 50 more ServiceEntries
+// that select them by label (as auto-registration makes them), so that
+// each proxy serves a service and has an inbound side.
+func vmFleet(proxies int) string {
+	var b strings.Builder
+	for k := range 50 {
+		fmt.Fprintf(&b, `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: vm-svc-%d, namespace: default}
+spec:
+  hosts: [vm-svc-%d.load.mesh]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9090, name: grpc, protocol: GRPC}]
+  workloadSelector: {labels: {app: vm-%d}}
+---
+`, k, k, k)
+	}
+	for i := range proxies {
+		fmt.Fprintf(&b, "apiVersion: networking.istio.io/v1\nkind: WorkloadEntry\nmetadata: {name: load-%d, namespace: default}\nspec: {address: %s, labels: {app: vm-%d}}\n---\n",
+			i, ProxyIP(i), i%50)
+	}
+	return b.String()
 }
 
 type metric struct {
@@ -113,7 +142,11 @@ func runScale(b *testing.B, v scaleVariant, proxies, services int) (*scaleResult
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	mode := v.mode
-	d := startNiced(b, services, v.nice)
+	var extra map[string]string
+	if v.vms {
+		extra = map[string]string{"vms.yaml": vmFleet(proxies)}
+	}
+	d := startNiced(b, services, v.nice, extra)
 	defer d.stop()
 	if v.nice != 0 {
 		b.Logf("%s: the daemon runs at nice %d", v.name, d.nice())
@@ -410,15 +443,15 @@ var servingRE = regexp.MustCompile(`msg="baremeshd serving" xds=(\S+) http=(\S+)
 // it to those CPUs; BAREMESH_SCALE_LOG names a file that gets its
 // standard error (GODEBUG=gctrace=1 then logs every collection).
 func startProcess(tb testing.TB, n int, args ...string) *daemonProc {
-	return startNiced(tb, n, 0, args...)
+	return startNiced(tb, n, 0, nil, args...)
 }
 
 // startNiced is startProcess with the daemon at the nice value given
-// (0: this process's).
-func startNiced(tb testing.TB, n, nice int, args ...string) *daemonProc {
+// (0: this process's) and extra files (by name) in its config directory.
+func startNiced(tb testing.TB, n, nice int, extra map[string]string, args ...string) *daemonProc {
 	tb.Helper()
 	if os.Getenv("BAREMESH_SCALE_INPROC") != "" {
-		return startInProcess(tb, n)
+		return startInProcess(tb, n, extra)
 	}
 	dir := tb.TempDir()
 	conf := filepath.Join(dir, "conf.d")
@@ -426,6 +459,9 @@ func startNiced(tb testing.TB, n, nice int, args ...string) *daemonProc {
 		tb.Fatal(err)
 	}
 	writeMesh(tb, conf, n)
+	for name, body := range extra {
+		writeFile(tb, conf, name, body)
+	}
 	argv := append([]string{"--config-dir", conf, "--mesh-config", filepath.Join(dir, "none.yaml"),
 		"--xds-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--log-level", "info"}, args...)
 	bin := daemonBinary(tb)

@@ -96,12 +96,15 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 	if p.GatewayTopology != nil {
 		k.topology, k.hasTopology = *p.GatewayTopology, true
 	}
-	if k.inbound = inboundKey(pc, p.IPs); k.inbound != "" {
-		k.endpoints = pc.Endpoints.Generation()
-	}
-	if (typeURL == xdstype.Listener.URL || typeURL == xdstype.Cluster.URL) && p.Type == model.SidecarProxy &&
-		len(pc.Configs(config.Sidecar)) > 0 && len(scope.SidecarFor(pc, p).GetIngress()) > 0 {
-		k.ips = strings.Join(p.IPs, ",")
+	// Only LDS and CDS have an inbound side (RDS's routes are outbound;
+	// inbound ones are inline in the listeners).
+	if typeURL == xdstype.Listener.URL || typeURL == xdstype.Cluster.URL {
+		if k.inbound = inboundKey(pc, p.IPs); k.inbound != "" {
+			k.endpoints = pc.Endpoints.Generation()
+		}
+		if p.Type == model.SidecarProxy && len(pc.Configs(config.Sidecar)) > 0 && len(scope.SidecarFor(pc, p).GetIngress()) > 0 {
+			k.ips = strings.Join(p.IPs, ",")
+		}
 	}
 	if names != nil {
 		k.names = wire.NamesHash(names)

@@ -106,8 +106,18 @@ spec:
 				t.Fatalf("%s: no inbound cluster for port 8080 in %d clusters", p.ID, len(res))
 			}
 		}
+		// RDS reads no inbound side: checked by the assertion.
+		if _, _, err := b.Build(pc, xdstype.Route, p, []string{"8080", "9090"}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if n := len(b.shapes.m); n != 100 {
+	rds := 0
+	for k := range b.shapes.m {
+		if k.typeURL == xdstype.Route.URL {
+			rds++
+		}
+	}
+	if n := len(b.shapes.m) - rds; n != 100 {
 		t.Errorf("200 VMs serving 50 services: %d LDS and CDS generated, want 100 (one of each per service)", n)
 	}
 	for _, ip := range []string{"10.2.0.1", "10.2.0.2"} {
