@@ -143,7 +143,9 @@ func (v *delta) onRequest(m any) error {
 			w.hold(&c.s.held, nil, dropped)
 		}
 		if !changed && !w.wildcard {
-			only = added // may be empty: nothing to send
+			// Empty when names were only dropped: nothing to send (the
+			// client forgets them), nor to generate.
+			only = append([]string{}, added...)
 		}
 		changed = true
 	}

@@ -166,6 +166,7 @@ func TestDeltaLongSubscriptionShared(t *testing.T) {
 	if r := s.recv(); !slices.Equal(names(r), []string{"zz"}) {
 		t.Fatalf("subscribe zz: %v", names(r))
 	}
+	gens := e.gens.Load()
 	s.send(&discovery.DeltaDiscoveryRequest{ResourceNamesUnsubscribe: []string{many[0]}})
 	testkit.Eventually(t, "unsubscribe applied", func() bool {
 		n := 0
@@ -180,5 +181,11 @@ func TestDeltaLongSubscriptionShared(t *testing.T) {
 	got1, got2 := names(s.recv()), names(s2.recv())
 	if !slices.Equal(got1, want) || !slices.Equal(got2, many) {
 		t.Fatalf("push after one stream unsubscribed %s: %d and %d resources, want %d and %d", many[0], len(got1), len(got2), len(want), len(many))
+	}
+	// The unsubscription alone generated nothing (it has no answer; it
+	// generated the whole subscription and, racing the push, sent part
+	// of the new config early).
+	if n := e.gens.Load() - gens; n != 2 {
+		t.Errorf("%d generations for an unsubscription and a push to two streams, want 2 (the push's)", n)
 	}
 }

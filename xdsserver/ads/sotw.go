@@ -150,7 +150,7 @@ func (v *sotw) respond(w *sub, req *push.Request, force bool, only []string) err
 	}
 	// Joining a whole set into one buffer is done once per set, outside
 	// c.mu.
-	var one mem.Buffer
+	var one mem.BufferSlice
 	if out.one != nil {
 		one = out.one()
 	}
@@ -162,7 +162,7 @@ func (v *sotw) respond(w *sub, req *push.Request, force bool, only []string) err
 type sotwOut struct {
 	version, nonce string
 	send           []*wire.Resource
-	one            func() mem.Buffer
+	one            func() mem.BufferSlice
 }
 
 // diff works out the response to send for generation g of w, and
@@ -171,7 +171,7 @@ type sotwOut struct {
 func (v *sotw) diff(w *sub, g generated, req *push.Request, force bool) (out sotwOut, ok bool) {
 	res := g.res
 	var send []*wire.Resource
-	var whole func() mem.Buffer
+	var whole func() mem.BufferSlice
 	if w.typ.Partial {
 		if !slices.IsSortedFunc(res, wire.ByName) {
 			res = slices.Clone(res)
@@ -228,7 +228,9 @@ func (v *sotw) diff(w *sub, g generated, req *push.Request, force bool) (out sot
 		if len(send) == len(w.held) {
 			// The proxy's whole list goes out: keep the shared list, not
 			// this response's copy, until the ACK.
-			whole, w.last.sent = w.heldList.SotWJoined, w.held
+			held := w.heldList // (joined after c.mu is let go)
+			whole = func() mem.BufferSlice { return mem.BufferSlice{held.SotWJoined()} }
+			w.last.sent = w.held
 		}
 	} else {
 		sum := wire.SetSum(res)

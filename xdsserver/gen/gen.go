@@ -26,7 +26,27 @@ type Input struct {
 	Names []string
 	// Request says what changed, nil for a proxy's first request.
 	Request *push.Request
+	// Part narrows an Envoy sidecar's LDS or CDS to one side of it (the
+	// zero PartAll is all of it): a fleet of VMs that serve different
+	// services shares the side that does not read what a VM serves.
+	Part Part
 }
+
+// Part is a side of an Envoy sidecar's LDS or CDS: PartAll's resources
+// are PartShared's and PartInbound's. Other proxies have no sides: all
+// of theirs is PartShared, none PartInbound.
+type Part uint8
+
+const (
+	PartAll Part = iota
+	// PartShared is every resource that does not read the proxy's
+	// inbound side (scope.Inbound): outbound listeners and clusters, the
+	// passthrough and blackhole clusters.
+	PartShared
+	// PartInbound is those that do: the virtualInbound listener, the
+	// inbound|PORT|| clusters.
+	PartInbound
+)
 
 // Resource is one generated resource.
 type Resource struct {

@@ -54,6 +54,8 @@ type Builder struct {
 	mismatch func(msg string)
 	// ef: the compiled EnvoyFilters and their problems (envoyfilter.go).
 	ef efState
+	// labels: the label keys configs read (labels.go).
+	labels labelKeys
 }
 
 // New returns a Builder.
@@ -75,9 +77,9 @@ func New(opts Options) *Builder {
 // Build generates t for proxy p from snapshot pc, under the generation
 // bound, through the caches. names nil is a wildcard subscription; list,
 // if not nil, is the shared subscription list names is (not a part of
-// it). joined, when not nil, gives the whole result framed as one
+// it). joined, when not nil, gives the whole result framed as a few
 // buffer. The result is sorted by name, shared, and must not be altered.
-func (b *Builder) Build(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string, list *wire.NameList, req *push.Request) (res []*wire.Resource, joined func() mem.Buffer, err error) {
+func (b *Builder) Build(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string, list *wire.NameList, req *push.Request) (res []*wire.Resource, joined func() mem.BufferSlice, err error) {
 	start := time.Now()
 	b.sem <- struct{}{}
 	defer func() {

@@ -73,6 +73,8 @@ type shapeKey struct {
 	// idle: the node's IDLE_TIMEOUT (LDS: tcp_proxy and connection
 	// manager idle timeouts, gen.NodeIdleTimeout).
 	idle string
+	// part: the side of a sidecar's LDS or CDS (fill).
+	part gen.Part
 }
 
 func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []string) shapeKey {
@@ -208,30 +210,63 @@ type shapeCache struct {
 // shapeEntry is filled once; later callers wait for it (no stampede of
 // thousands of identical generations in a connect storm).
 type shapeEntry struct {
-	// joined is every resource's framing in one buffer, made on first
-	// use: a whole set goes out as one part that gRPC writes without
-	// copying it into frame-sized pieces.
+	// joined is every resource's framing in one buffer (for an output
+	// in two parts, the shared part's buffer and one of the inbound
+	// part), made on first use: a whole set goes out as a few parts that
+	// gRPC writes without copying them into frame-sized pieces.
 	joinOnce sync.Once
-	joinBuf  mem.Buffer
+	join     mem.BufferSlice
 	done     chan struct{}
 	names    []string // the subscription, checked on a hit: the key holds only its hash
 	res      []*wire.Resource
 	err      error
+	cached   bool
+	// shared and inbound: the two parts of an output built from them
+	// (fill), whose res holds both.
+	shared  *shapeEntry
+	inbound []*wire.Resource
 }
 
-// joined gives the whole output framed as one buffer, made on first use.
-func (e *shapeEntry) joined() mem.Buffer {
-	e.joinOnce.Do(func() { e.joinBuf = wire.Joined(e.res) })
-	return e.joinBuf
+// joined gives the whole output framed, made on first use.
+func (e *shapeEntry) joined() mem.BufferSlice {
+	e.joinOnce.Do(func() {
+		if e.shared == nil {
+			e.join = mem.BufferSlice{wire.Joined(e.res)}
+			return
+		}
+		e.join = slices.Clone(e.shared.joined())
+		if len(e.inbound) > 0 {
+			e.join = append(e.join, wire.Joined(e.inbound))
+		}
+	})
+	return e.join
 }
 
 // buildShape builds a whole LDS, CDS or RDS output through the cache. In
 // assert mode a hit is checked against a fresh generation for the real
 // proxy: a difference means the key misses an input.
-func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string) ([]*wire.Resource, func() mem.Buffer, error) {
-	sc := b.shapes
+func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string) ([]*wire.Resource, func() mem.BufferSlice, error) {
 	k := newShapeKey(pc, t.URL, p, names)
 	k.efMeta = b.envoyFilterMeta(pc, p)
+	if t == xdstype.Route {
+		k.labels = b.sharedLabels(pc, p.Labels) // (RDS has no inbound side)
+	}
+	in := shapeInput{key: k, pc: pc, names: names}
+	if k.inbound != "" && k.ips == "" {
+		in.ips = endpointIPs(pc, p.IPs)
+	}
+	e := b.shaped(t, in, p)
+	if !e.cached {
+		return e.res, nil, e.err
+	}
+	return e.res, e.joined, e.err
+}
+
+// shaped is in's output through the cache (not cached for an older
+// snapshot than the cache's); real, if not nil, is the proxy a hit is
+// checked against in assert mode.
+func (b *Builder) shaped(t *xdstype.Type, in shapeInput, real *model.Proxy) *shapeEntry {
+	sc, k := b.shapes, in.key
 	sc.mu.Lock()
 	if k.push > sc.push {
 		sc.push, sc.m = k.push, map[shapeKey]*shapeEntry{}
@@ -240,35 +275,32 @@ func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Pro
 	owner := false
 	if k.push == sc.push {
 		if e = sc.m[k]; e == nil {
-			e = &shapeEntry{done: make(chan struct{}), names: names}
+			e = &shapeEntry{done: make(chan struct{}), names: in.names, cached: true}
 			sc.m[k] = e
 			owner = true
-		} else if !slices.Equal(e.names, names) {
+		} else if !slices.Equal(e.names, in.names) {
 			e = nil // a hash collision: generate without the cache
 		}
 	}
 	sc.mu.Unlock()
-	in := shapeInput{key: k, pc: pc, names: names}
-	if k.inbound != "" && k.ips == "" {
-		in.ips = endpointIPs(pc, p.IPs)
-	}
-	if e == nil { // an older snapshot than the cache's: no caching
-		res, err := b.generateShape(t, in)
-		return res, nil, err
+	if e == nil {
+		e = &shapeEntry{names: in.names}
+		b.fill(t, in, e)
+		return e
 	}
 	if owner {
-		e.res, e.err = b.generateShape(t, in)
+		b.fill(t, in, e)
 		close(e.done)
 	} else {
 		<-e.done
 	}
-	if b.assert {
-		fresh, err := b.encode(t, gen.Input{Push: pc, Proxy: p, Names: names})
+	if b.assert && real != nil {
+		fresh, err := b.encode(t, gen.Input{Push: in.pc, Proxy: real, Names: in.names, Part: k.part})
 		if err != nil || !wire.Same(fresh, e.res) {
-			b.mismatch(fmt.Sprintf("baremesh cache assert: %s for proxy %s differs from the cached output of its key: the key misses an input (err %v)", t.Short, p.ID, err))
+			b.mismatch(fmt.Sprintf("baremesh cache assert: %s for proxy %s differs from the cached output of its key: the key misses an input (err %v)", t.Short, real.ID, err))
 		}
 	}
-	return e.res, e.joined, e.err
+	return e
 }
 
 // shapeInput is a shapeKey with what it names: the snapshot of version
@@ -283,12 +315,54 @@ type shapeInput struct {
 	ips   []string
 }
 
-// generateShape is the cached generation: it receives its key (with the
-// snapshot, names and addresses the key names) and nothing else.
-func (b *Builder) generateShape(t *xdstype.Type, in shapeInput) ([]*wire.Resource, error) {
+// fill is the cached generation: it receives its key (with the
+// snapshot, names and addresses the key names) and nothing else. A
+// sidecar that serves something gets its LDS and CDS in two parts: the
+// shared part through the cache, under a key without what the proxy
+// serves and with only the labels that configs select it by (VMs of
+// different services have the same), and the inbound part of its own.
+func (b *Builder) fill(t *xdstype.Type, in shapeInput, e *shapeEntry) {
 	p := in.key.proxy()
 	if in.ips != nil {
 		p.IPs = in.ips
 	}
-	return b.encode(t, gen.Input{Push: in.pc, Proxy: p, Names: in.names})
+	if !b.splits(t, in, p) {
+		e.res, e.err = b.encode(t, gen.Input{Push: in.pc, Proxy: p, Names: in.names, Part: in.key.part})
+		return
+	}
+	sk := in.key
+	sk.inbound, sk.endpoints, sk.part, sk.labels = "", 0, gen.PartShared, b.sharedLabels(in.pc, p.Labels)
+	shared := b.shaped(t, shapeInput{key: sk, pc: in.pc}, nil) // (assert mode checks the whole output)
+	if shared.err != nil {
+		e.err = shared.err
+		return
+	}
+	inbound, err := b.encode(t, gen.Input{Push: in.pc, Proxy: p, Part: gen.PartInbound})
+	if err != nil {
+		e.err = err
+		return
+	}
+	// Both sorted by name, as every encoded output (wire.Encode).
+	res, sres, ires := make([]*wire.Resource, 0, len(shared.res)+len(inbound)), shared.res, inbound
+	for len(sres) > 0 && len(ires) > 0 {
+		if wire.ByName(sres[0], ires[0]) <= 0 {
+			res, sres = append(res, sres[0]), sres[1:]
+		} else {
+			res, ires = append(res, ires[0]), ires[1:]
+		}
+	}
+	e.res, e.shared, e.inbound = append(append(res, sres...), ires...), shared, inbound
+}
+
+// splits reports whether in's output is built from its two parts: a
+// wildcard LDS or CDS of an Envoy sidecar that serves something (not by
+// a Sidecar's ingress listeners, whose chains read its own IPs) and that
+// no EnvoyFilter patches (a patch may read or add across the parts).
+func (b *Builder) splits(t *xdstype.Type, in shapeInput, p *model.Proxy) bool {
+	k := in.key
+	if (t != xdstype.Listener && t != xdstype.Cluster) || k.part != gen.PartAll || k.inbound == "" || k.ips != "" ||
+		!k.wildcard || k.nodeType != model.SidecarProxy || k.proxyless {
+		return false
+	}
+	return len(in.pc.Configs(config.EnvoyFilter)) == 0 || b.envoyFilters(in.pc).Select(p) == nil
 }

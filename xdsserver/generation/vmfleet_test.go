@@ -2,10 +2,12 @@ package generation
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
 	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/xdsserver/gen"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
@@ -76,9 +78,10 @@ func BenchmarkVMFleetFullPush(b *testing.B) {
 // different addresses share their LDS and CDS (every auto-registered VM
 // is an endpoint at its own IP, and with the IP in the cache key each
 // generated its own on every full push: 2,000 generations for 1,000
-// VMs in BenchmarkVMFleetFullPush, 3.9 ms each); VMs serving other ports
-// do not, and a Sidecar whose ingress default endpoint is 0.0.0.0 (the
-// VM's own IP) keeps each VM's CDS apart. The cache assertion
+// VMs in BenchmarkVMFleetFullPush, 3.9 ms each); VMs serving other
+// services share all of it but what they serve (the inbound listener
+// and clusters), and a Sidecar whose ingress default endpoint is 0.0.0.0
+// (the VM's own IP) keeps each VM's CDS apart. The cache assertion
 // regenerates every hit for the real proxy.
 func TestVMFleetSharesInbound(t *testing.T) {
 	conf, proxies := vmFleet(t)
@@ -111,14 +114,21 @@ spec:
 			t.Fatal(err)
 		}
 	}
-	rds := 0
+	count := map[string]int{}
 	for k := range b.shapes.m {
-		if k.typeURL == xdstype.Route.URL {
-			rds++
+		switch {
+		case k.typeURL == xdstype.Route.URL:
+			count["rds"]++
+		case k.part == gen.PartShared:
+			count["shared"]++
+		default:
+			count["whole"]++
 		}
 	}
-	if n := len(b.shapes.m) - rds; n != 100 {
-		t.Errorf("200 VMs serving 50 services: %d LDS and CDS generated, want 100 (one of each per service)", n)
+	// Their app label is read only by the ServiceEntries' selectors (what
+	// they serve): one RDS, one shared part of LDS and of CDS for all.
+	if want := map[string]int{"whole": 100, "shared": 2, "rds": 1}; !maps.Equal(count, want) {
+		t.Errorf("200 VMs serving 50 services: generated %v, want %v (a whole LDS and CDS per service)", count, want)
 	}
 	for _, ip := range []string{"10.2.0.1", "10.2.0.2"} {
 		p := &model.Proxy{ID: "ingress-" + ip, Type: model.SidecarProxy, Namespace: "ingress", IPs: []string{ip}, Metadata: map[string]string{}}

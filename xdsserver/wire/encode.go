@@ -293,21 +293,21 @@ func stringBuf(num protowire.Number, s string) mem.Buffer {
 
 // partsCap is the number of parts of a response: the resources (one
 // part when joined), version, type and nonce.
-func partsCap(res []*Resource, joined mem.Buffer) int {
+func partsCap(res []*Resource, joined mem.BufferSlice) int {
 	if joined != nil {
-		return 4
+		return len(joined) + 3
 	}
 	return len(res) + 3
 }
 
 // SotWMsg frames a DiscoveryResponse: version_info 1, resources 2,
 // type_url 4, nonce 5.
-// joined, if not nil, is res framed as one buffer.
-func SotWMsg(version, typeURL, nonce string, res []*Resource, joined mem.Buffer) *Msg {
+// joined, if not nil, is res framed in a few buffers.
+func SotWMsg(version, typeURL, nonce string, res []*Resource, joined mem.BufferSlice) *Msg {
 	parts := make(mem.BufferSlice, 0, partsCap(res, joined))
 	parts = append(parts, stringBuf(1, version))
 	if joined != nil {
-		parts = append(parts, joined)
+		parts = append(parts, joined...)
 	} else {
 		for _, e := range res {
 			parts = append(parts, e.buf)
@@ -322,7 +322,11 @@ func SotWMsg(version, typeURL, nonce string, res []*Resource, joined mem.Buffer)
 // nonce 5, removed_resources 6.
 // joined, if not nil, is res framed as one buffer.
 func DeltaMsg(version, typeURL, nonce string, res []*Resource, joined mem.Buffer, removed []string) *Msg {
-	parts := make(mem.BufferSlice, 0, partsCap(res, joined)+1)
+	var js mem.BufferSlice
+	if joined != nil {
+		js = mem.BufferSlice{joined}
+	}
+	parts := make(mem.BufferSlice, 0, partsCap(res, js)+1)
 	parts = append(parts, stringBuf(1, version))
 	if joined != nil {
 		parts = append(parts, joined)

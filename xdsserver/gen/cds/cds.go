@@ -38,6 +38,13 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 		}
 	}
 	b := builder{v: v, want: want}
+	if in.Part == gen.PartInbound {
+		if in.Proxy.Type == model.SidecarProxy && !in.Proxy.Proxyless {
+			b.inbound(in)
+		}
+		istioTelemetry(v, b.out) // telemetry.go
+		return b.out, nil
+	}
 	for _, svc := range v.Services {
 		for _, p := range svc.Ports {
 			b.service(svc, p)
@@ -63,12 +70,8 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 		}
 	default:
 		b.add(meshDefaults(v, passthrough()), meshDefaults(v, blackhole()), meshDefaults(v, inboundPassthrough(in.Proxy)))
-		if in.Proxy.Type == model.SidecarProxy {
-			for _, inst := range scope.Inbound(in.Push, in.Proxy) {
-				if c := inboundCluster(inst, v); c != nil {
-					b.add(c)
-				}
-			}
+		if in.Proxy.Type == model.SidecarProxy && in.Part == gen.PartAll {
+			b.inbound(in)
 		}
 	}
 	istioTelemetry(v, b.out) // telemetry.go
@@ -84,6 +87,15 @@ type builder struct {
 	v    *scope.View
 	want map[string]bool
 	out  []gen.Resource
+}
+
+// inbound adds a sidecar's inbound|PORT|| clusters.
+func (b *builder) inbound(in gen.Input) {
+	for _, inst := range scope.Inbound(in.Push, in.Proxy) {
+		if c := inboundCluster(inst, b.v); c != nil {
+			b.add(c)
+		}
+	}
 }
 
 func (b *builder) add(cs ...*clusterv3.Cluster) {

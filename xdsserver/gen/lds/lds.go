@@ -35,10 +35,17 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	}
 	var ls []*listenerv3.Listener
 	switch {
+	case in.Part == gen.PartInbound && (in.Proxy.Proxyless || in.Proxy.Type == model.Router):
+		return nil, nil // (gen.Part: no sides)
 	case in.Proxy.Proxyless:
 		return grpcListeners(v, in.Names), nil
 	case in.Proxy.Type == model.Router:
 		ls = gatewayListeners(v)
+	case in.Part == gen.PartShared:
+		ls = append(ls, virtualOutbound(v))
+		ls = append(ls, outboundListeners(v)...)
+	case in.Part == gen.PartInbound:
+		ls = append(ls, virtualInbound(v))
 	default:
 		ls = append(ls, virtualOutbound(v), virtualInbound(v))
 		ls = append(ls, outboundListeners(v)...)
