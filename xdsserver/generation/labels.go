@@ -1,9 +1,12 @@
 package generation
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/baremesh/baremesh/core/config"
@@ -16,6 +19,10 @@ type labelKeys struct {
 	mu   sync.Mutex
 	push uint64
 	keys map[string]bool
+	// bySpec: each config's keys, by its spec (specs are shared between
+	// snapshots and never altered): walking 10,000 configs' specs took
+	// 50 ms, once per snapshot.
+	bySpec map[proto.Message][]string
 }
 
 // read returns labelKeysRead of pc, worked out once per snapshot.
@@ -23,7 +30,8 @@ func (l *labelKeys) read(pc *push.PushContext) map[string]bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.keys == nil || l.push != pc.Version {
-		l.push, l.keys = pc.Version, labelKeysRead(pc)
+		l.push = pc.Version
+		l.keys, l.bySpec = labelKeysRead(pc, l.bySpec)
 	}
 	return l.keys
 }
@@ -55,39 +63,58 @@ var byName = []string{"service.istio.io/canonical-name", "service.istio.io/canon
 // selector, a VirtualService's sourceLabels), that a locality failover
 // priority names (DestinationRules, the mesh config), and those in
 // byName. ServiceEntries, WorkloadEntries and WorkloadGroups are left
-// out: their selectors and labels choose endpoints, which is what a
-// proxy serves (scope.Inbound), not how it is configured. The specs are
+// out, and DestinationRule subsets' labels: they choose endpoints (what
+// a proxy serves, scope.Inbound, or where traffic goes), not how a proxy
+// is configured. The specs are
 // walked by field name, so a new kind's selector is counted without
 // being listed here.
-func labelKeysRead(pc *push.PushContext) map[string]bool {
+//
+// prev is the keys of each config's spec from an earlier call; the
+// returned map is those of pc's.
+func labelKeysRead(pc *push.PushContext, prev map[proto.Message][]string) (map[string]bool, map[proto.Message][]string) {
 	keys := map[string]bool{}
 	for _, k := range byName {
 		keys[k] = true
 	}
+	bySpec := make(map[proto.Message][]string, len(prev))
 	for _, kind := range config.Kinds() {
 		switch kind {
 		case config.ServiceEntry, config.WorkloadEntry, config.WorkloadGroup:
 			continue
 		}
 		for _, c := range pc.Configs(kind) {
-			if c.Spec != nil {
-				walkLabelKeys(c.Spec.ProtoReflect(), keys)
+			if c.Spec == nil {
+				continue
+			}
+			ks, ok := prev[c.Spec]
+			if !ok {
+				found := map[string]bool{}
+				walkLabelKeys(c.Spec.ProtoReflect(), found)
+				ks = slices.Collect(maps.Keys(found))
+			}
+			bySpec[c.Spec] = ks
+			for _, k := range ks {
+				keys[k] = true
 			}
 		}
 	}
 	if pc.Mesh != nil {
 		walkLabelKeys(pc.Mesh.ProtoReflect(), keys)
 	}
-	return keys
+	return keys, bySpec
 }
 
 // walkLabelKeys adds to keys the keys of m's label maps and the label
 // names of its failover priorities, at any depth.
 func walkLabelKeys(m protoreflect.Message, keys map[string]bool) {
+	subset := m.Descriptor().FullName() == "istio.networking.v1alpha3.Subset" // its labels choose endpoints
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		switch {
 		case fd.IsMap():
 			if fd.MapKey().Kind() == protoreflect.StringKind && fd.MapValue().Kind() == protoreflect.StringKind {
+				if subset {
+					return true
+				}
 				switch fd.Name() {
 				case "labels", "match_labels", "source_labels", "selector":
 					v.Map().Range(func(k protoreflect.MapKey, _ protoreflect.Value) bool {
