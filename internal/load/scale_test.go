@@ -46,7 +46,7 @@ import (
 // that this test's load client, on the same two cores, causes (issue #30).
 func BenchmarkScale(b *testing.B) {
 	for _, v := range []scaleVariant{{name: "sotw", mode: SotW}, {name: "delta", mode: Delta}, {name: "sotw-daemon-first", mode: SotW, nice: -10},
-		{name: "sotw-vms", mode: SotW, vms: true}} {
+		{name: "sotw-vms", mode: SotW, vms: true}, {name: "delta-vms", mode: Delta, vms: true}} {
 		b.Run(v.name, func(b *testing.B) {
 			if v.nice < 0 && os.Geteuid() != 0 {
 				b.Skip("a negative nice value needs root")

@@ -362,7 +362,7 @@ func edsNamesFor(w *sub, req *push.Request) []string {
 type generated struct {
 	pc     *push.PushContext
 	res    []*wire.Resource
-	joined func() mem.BufferSlice
+	joined func(delta bool) mem.BufferSlice
 }
 
 // generate builds w's subscription (or only those names) from the

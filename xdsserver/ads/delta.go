@@ -272,12 +272,19 @@ func (v *delta) diff(w *sub, g generated, force bool, req *push.Request, only []
 	}
 	prev := w.held
 	w.hold(&v.c.s.held, hold, drop)
-	var joined mem.Buffer
+	var joined mem.BufferSlice
 	sent := send
 	if len(send) > 0 && len(send) == len(w.held) {
 		// The proxy's whole list goes out: keep the shared list, not this
-		// response's copy, until the ACK.
-		joined, sent = w.heldList.DeltaJoined(), w.held
+		// response's copy, until the ACK; send the generation's framing
+		// when it is all of it (a VM's is shared with VMs of other
+		// services, but for its inbound part), else the list's.
+		sent = w.held
+		if g.joined != nil && len(send) == len(g.res) {
+			joined = g.joined(true)
+		} else {
+			joined = mem.BufferSlice{w.heldList.DeltaJoined()}
+		}
 	}
 	if len(send) == 0 && len(removed) == 0 && !force {
 		return nil

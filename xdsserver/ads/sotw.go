@@ -252,7 +252,7 @@ func (v *sotw) diff(w *sub, g generated, req *push.Request, force bool) (out sot
 	out = sotwOut{version: version, nonce: nonce, send: send}
 	switch {
 	case g.joined != nil && len(send) == len(res):
-		out.one = g.joined // everything generated goes out: one shared buffer
+		out.one = func() mem.BufferSlice { return g.joined(false) } // everything generated goes out: shared buffers
 	case whole != nil:
 		out.one = whole
 	}

@@ -77,9 +77,10 @@ func New(opts Options) *Builder {
 // Build generates t for proxy p from snapshot pc, under the generation
 // bound, through the caches. names nil is a wildcard subscription; list,
 // if not nil, is the shared subscription list names is (not a part of
-// it). joined, when not nil, gives the whole result framed as a few
+// it). joined, when not nil, gives the whole result framed (for SotW or
+// for Delta) as a few
 // buffer. The result is sorted by name, shared, and must not be altered.
-func (b *Builder) Build(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string, list *wire.NameList, req *push.Request) (res []*wire.Resource, joined func() mem.BufferSlice, err error) {
+func (b *Builder) Build(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string, list *wire.NameList, req *push.Request) (res []*wire.Resource, joined func(delta bool) mem.BufferSlice, err error) {
 	start := time.Now()
 	b.sem <- struct{}{}
 	defer func() {

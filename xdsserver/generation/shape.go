@@ -210,12 +210,13 @@ type shapeCache struct {
 // shapeEntry is filled once; later callers wait for it (no stampede of
 // thousands of identical generations in a connect storm).
 type shapeEntry struct {
-	// joined is every resource's framing in one buffer (for an output
-	// in two parts, the shared part's buffer and one of the inbound
-	// part), made on first use: a whole set goes out as a few parts that
-	// gRPC writes without copying them into frame-sized pieces.
-	joinOnce sync.Once
-	join     mem.BufferSlice
+	// join is every resource's framing in one buffer (for an output in
+	// two parts, the shared part's buffer and one of the inbound part),
+	// as SotW ([0]) and as Delta ([1]) frame it, made on first use: a
+	// whole set goes out as a few parts that gRPC writes without copying
+	// them into frame-sized pieces.
+	joinOnce [2]sync.Once
+	join     [2]mem.BufferSlice
 	done     chan struct{}
 	names    []string // the subscription, checked on a hit: the key holds only its hash
 	res      []*wire.Resource
@@ -227,25 +228,30 @@ type shapeEntry struct {
 	inbound []*wire.Resource
 }
 
-// joined gives the whole output framed, made on first use.
-func (e *shapeEntry) joined() mem.BufferSlice {
-	e.joinOnce.Do(func() {
+// joined gives the whole output framed for SotW or for Delta, made on
+// first use.
+func (e *shapeEntry) joined(delta bool) mem.BufferSlice {
+	i, join := 0, wire.Joined
+	if delta {
+		i, join = 1, wire.JoinedDelta
+	}
+	e.joinOnce[i].Do(func() {
 		if e.shared == nil {
-			e.join = mem.BufferSlice{wire.Joined(e.res)}
+			e.join[i] = mem.BufferSlice{join(e.res)}
 			return
 		}
-		e.join = slices.Clone(e.shared.joined())
+		e.join[i] = slices.Clone(e.shared.joined(delta))
 		if len(e.inbound) > 0 {
-			e.join = append(e.join, wire.Joined(e.inbound))
+			e.join[i] = append(e.join[i], join(e.inbound))
 		}
 	})
-	return e.join
+	return e.join[i]
 }
 
 // buildShape builds a whole LDS, CDS or RDS output through the cache. In
 // assert mode a hit is checked against a fresh generation for the real
 // proxy: a difference means the key misses an input.
-func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string) ([]*wire.Resource, func() mem.BufferSlice, error) {
+func (b *Builder) buildShape(pc *push.PushContext, t *xdstype.Type, p *model.Proxy, names []string) ([]*wire.Resource, func(delta bool) mem.BufferSlice, error) {
 	k := newShapeKey(pc, t.URL, p, names)
 	k.efMeta = b.envoyFilterMeta(pc, p)
 	if t == xdstype.Route {

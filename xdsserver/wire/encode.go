@@ -140,6 +140,12 @@ func Joined(res []*Resource) mem.Buffer {
 	return joinFramed(res, func(e *Resource) []byte { return e.framed })
 }
 
+// JoinedDelta is res framed as a DeltaDiscoveryResponse's resources, in
+// one buffer.
+func JoinedDelta(res []*Resource) mem.Buffer {
+	return joinFramed(res, func(e *Resource) []byte { return e.deltaBuf().ReadOnlyData() })
+}
+
 // Msg is a response already encoded as parts; the codec sends the parts
 // as they are, so resources shared by thousands of proxies are never
 // copied per proxy.
@@ -321,15 +327,11 @@ func SotWMsg(version, typeURL, nonce string, res []*Resource, joined mem.BufferS
 // resources 2 (Resource: version 1, resource 2, name 3), type_url 4,
 // nonce 5, removed_resources 6.
 // joined, if not nil, is res framed as one buffer.
-func DeltaMsg(version, typeURL, nonce string, res []*Resource, joined mem.Buffer, removed []string) *Msg {
-	var js mem.BufferSlice
-	if joined != nil {
-		js = mem.BufferSlice{joined}
-	}
-	parts := make(mem.BufferSlice, 0, partsCap(res, js)+1)
+func DeltaMsg(version, typeURL, nonce string, res []*Resource, joined mem.BufferSlice, removed []string) *Msg {
+	parts := make(mem.BufferSlice, 0, partsCap(res, joined)+1)
 	parts = append(parts, stringBuf(1, version))
 	if joined != nil {
-		parts = append(parts, joined)
+		parts = append(parts, joined...)
 	} else {
 		for _, e := range res {
 			parts = append(parts, e.deltaBuf())

@@ -39,7 +39,7 @@ func (l *HeldList) SotWJoined() mem.Buffer {
 }
 
 func (l *HeldList) DeltaJoined() mem.Buffer {
-	l.deltaOnce.Do(func() { l.delta = joinFramed(l.Items, func(e *Resource) []byte { return e.deltaBuf().ReadOnlyData() }) })
+	l.deltaOnce.Do(func() { l.delta = JoinedDelta(l.Items) })
 	return l.delta
 }
 
