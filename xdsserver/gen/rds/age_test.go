@@ -1,6 +1,7 @@
 package rds
 
 import (
+	"slices"
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -64,5 +65,50 @@ func TestOldestVirtualServiceFirst(t *testing.T) {
 	}
 	if got := routes("router~10.1.1.2~gw.ns~ns.svc.cluster.local", "http.80", "a.ns.svc.cluster.local:80"); len(got) != 2 || got[0] != "older" || got[1] != "newer" {
 		t.Errorf("gateway routes %v, want [older newer]", got)
+	}
+}
+
+// TestGatewayCatchAllLast: on a gateway, the older VirtualService's
+// catch-all goes after the newer one's routes on the host they share,
+// as istiod's SortVHostRoutes (it hid them: two HTTPRoutes on one
+// listener created a second apart, in the parity scenario
+// gatewayapi/http).
+func TestGatewayCatchAllLast(t *testing.T) {
+	pc := gentest.MustBuild(t, serviceA, `
+apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: ns}
+spec:
+  selector: {istio: ingressgateway}
+  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: older, namespace: ns, creationTimestamp: "2024-01-01T00:00:00Z"}
+spec:
+  hosts: [a.ns.svc.cluster.local]
+  gateways: [gw]
+  http:
+  - {name: get, match: [{uri: {prefix: /get}}], route: [{destination: {host: a.ns.svc.cluster.local}}]}
+  - {name: all, route: [{destination: {host: a.ns.svc.cluster.local}}]}
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: newer, namespace: ns, creationTimestamp: "2024-02-01T00:00:00Z"}
+spec:
+  hosts: [a.ns.svc.cluster.local]
+  gateways: [gw]
+  http: [{name: other, match: [{uri: {prefix: /other}}], route: [{destination: {host: a.ns.svc.cluster.local}}]}]
+`)
+	p := gentest.ProxySpec{ID: "router~10.1.1.2~gw.ns~ns.svc.cluster.local", Labels: map[string]string{"istio": "ingressgateway"}}.Proxy(t)
+	res := gentest.Run(t, Generate, gen.Input{Push: pc, Proxy: p, Names: []string{"http.80"}})
+	var names []string
+	for _, vh := range res[0].Resource.(*routev3.RouteConfiguration).GetVirtualHosts() {
+		for _, r := range vh.GetRoutes() {
+			names = append(names, r.GetName())
+		}
+	}
+	if want := []string{"get", "other", "all"}; !slices.Equal(names, want) {
+		t.Errorf("gateway routes %v, want %v", names, want)
 	}
 }

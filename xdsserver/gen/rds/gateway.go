@@ -355,6 +355,9 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 		}
 	}
 	rc.VirtualHosts = collapse(rc.VirtualHosts)
+	for _, vh := range rc.VirtualHosts {
+		vh.Routes = catchAllLast(vh.Routes)
+	}
 	if len(rc.VirtualHosts) == 0 && len(g.servers[i]) > 0 {
 		// As istiod: a host for every request that answers 404, named
 		// after the first server's port.
@@ -362,6 +365,38 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 		rc.VirtualHosts = append(rc.VirtualHosts, &routev3.VirtualHost{Name: gen.HostPort("blackhole", port), Domains: anyDomain})
 	}
 	return rc
+}
+
+// catchAllLast is routes with the catch-all ones (isCatchAll) moved to
+// the end, the others in their order, as istiod's SortVHostRoutes for a
+// gateway's virtual host: where the VirtualServices merged into one host
+// are of different ages, an older one's catch-all must not hide a newer
+// one's routes (two HTTPRoutes on a listener, one created a second after
+// the other). A new slice when anything moves: routes may share theirs
+// with other hosts.
+func catchAllLast(routes []*routev3.Route) []*routev3.Route {
+	moves, seen := false, false
+	for _, r := range routes {
+		if isCatchAll(r) {
+			seen = true
+		} else if seen {
+			moves = true
+			break
+		}
+	}
+	if !moves {
+		return routes
+	}
+	out := make([]*routev3.Route, 0, len(routes))
+	var all []*routev3.Route
+	for _, r := range routes {
+		if isCatchAll(r) {
+			all = append(all, r)
+		} else {
+			out = append(out, r)
+		}
+	}
+	return append(out, all...)
 }
 
 // intersectHosts returns the virtual hosts a VirtualService of namespace
