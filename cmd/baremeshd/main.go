@@ -68,6 +68,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if !cfg.KeepStartupPages {
+		go func() {
+			select {
+			case <-d.Pipeline().Ready(): // initialisation is over
+				d.ReleaseStartupPages()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	sd := daemon.NewSystemd(d, cfg, log, daemon.SystemdOptions{Args: os.Args[1:], Level: level, Reload: hup})
 	sdDone := make(chan struct{})
 	go func() { defer close(sdDone); sd.Run(ctx) }()

@@ -108,6 +108,10 @@ type Config struct {
 	// overrides it). The default 50 keeps the resident set near the live
 	// heap after connect storms, for a little more GC CPU.
 	GCPercent int `json:"gcPercent"`
+	// KeepStartupPages keeps the executable's pages resident once the
+	// first snapshot is built; by default the daemon asks the kernel to
+	// reclaim them then (README "Startup pages").
+	KeepStartupPages bool `json:"keepStartupPages"`
 	// Cluster makes this daemon one replica of several sharing their
 	// auto-registrations (README "Replicas"); no bind address, no cluster.
 	Cluster ClusterConfig `json:"cluster"`
