@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,42 @@ func TestIdleTrimOnceAfterActivity(t *testing.T) {
 	// New activity, then quiet: one more.
 	activity.Add(1)
 	testkit.EventuallyWithin(t, 10*time.Second, "the trim after new activity", func() bool { return trims.Load() == 2 })
+}
+
+// Trims take at most their share of the time: after a trim of 20 ms at
+// a share of 0.1, new activity and a quiet tick do not trim again until
+// 200 ms after it ended.
+func TestIdleTrimShare(t *testing.T) {
+	var activity, reads atomic.Uint64
+	var mu sync.Mutex
+	var starts, ends []time.Time
+	tr := idleTrim{every: 2 * time.Millisecond, share: 0.1,
+		activity: func() uint64 { reads.Add(1); return activity.Load() },
+		trim: func() {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // the trim's cost, not a wait for a condition
+			mu.Lock()
+			ends = append(ends, time.Now())
+			mu.Unlock()
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go tr.run(ctx)
+	trims := func() int { mu.Lock(); defer mu.Unlock(); return len(ends) }
+	testkit.EventuallyWithin(t, 10*time.Second, "the first read of the activity", func() bool { return reads.Load() > 0 })
+	for want := 1; want <= 3; want++ {
+		activity.Add(1)
+		testkit.EventuallyWithin(t, 10*time.Second, fmt.Sprintf("trim %d", want), func() bool { return trims() == want })
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(ends[i-1]); gap < 200*time.Millisecond {
+			t.Fatalf("trim %d started %v after trim %d ended, want at least 200ms (20ms at a share of 0.1)", i+1, gap, i)
+		}
+	}
 }
 
 // trimHeap frees what sync.Pools hold (gRPC's read buffers): after it,

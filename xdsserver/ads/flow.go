@@ -56,6 +56,7 @@ func errSendTimeout(d time.Duration) error {
 // slot: see slotLease), giving up after SendTimeout.
 func (c *conn) write(m *wire.Msg) error {
 	s := c.s
+	s.sends.Add(1)
 	// A send ends the connection's turn of the push fan-out: waiting on
 	// a proxy is not working out a push (fanout.go).
 	c.sending.Store(true)

@@ -108,6 +108,7 @@ type Server struct {
 	conns  map[string]*conn
 	nextID atomic.Uint64
 	opened atomic.Uint64 // streams served (registered), ever
+	sends  atomic.Uint64 // responses sent, ever
 }
 
 // New returns a server over snaps.
@@ -226,6 +227,10 @@ func (s *Server) connsSorted() []*conn {
 // Opened returns how many streams the server has served since it
 // started.
 func (s *Server) Opened() uint64 { return s.opened.Load() }
+
+// Sends returns how many responses the server has started to send since
+// it started.
+func (s *Server) Sends() uint64 { return s.sends.Load() }
 
 // Connected returns the number of open streams.
 func (s *Server) Connected() int {
