@@ -44,5 +44,11 @@ func releaseStartupPages() (covered int64, err error) {
 		}
 		covered += int64(end - start)
 	}
-	return covered, sc.Err()
+	if err := sc.Err(); err != nil {
+		return covered, err
+	}
+	if covered == 0 {
+		return 0, fmt.Errorf("no read-only mapping of %s in /proc/self/maps", exe)
+	}
+	return covered, nil
 }
