@@ -57,7 +57,7 @@ func Affected(types []*xdstype.Type, pc *push.PushContext, p *model.Proxy, req *
 	if len(req.Services) > 0 {
 		var v *scope.View
 		if pc != nil {
-			v = scope.New(pc, p)
+			v = scope.NewForLookups(pc, p)
 		}
 		for sk := range req.Services {
 			var s = (*model.Service)(nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/baremesh/baremesh/core/store"
 	"github.com/baremesh/baremesh/core/testkit"
 	"github.com/baremesh/baremesh/xdsserver/gen"
+	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/wire"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -127,4 +128,28 @@ func TestWildcardEDSGeneratedOnceByConcurrentStreams(t *testing.T) {
 	if g := gens.Load(); g != 1 {
 		t.Errorf("%d concurrent wildcard EDS streams of one key: %d generations, want 1", streams, g)
 	}
+}
+
+// BenchmarkEDSColdSubscription: the first proxy's EDS on a fresh cache
+// (every cluster of the 200 services of vmFleet, 400 clusters, each
+// generated on its own as the cache asks: a new snapshot, a connect).
+func BenchmarkEDSColdSubscription(b *testing.B) {
+	conf, proxies := vmFleet(b)
+	pc, err := gentest.Build([]byte(conf))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for _, s := range pc.Services() {
+		for _, p := range s.Ports {
+			names = append(names, gen.ClusterName(gen.Outbound, p.Number, "", s.Hostname))
+		}
+	}
+	for b.Loop() {
+		res, _, err := New(Options{}).Build(pc, xdstype.Endpoint, proxies[0], names, nil, nil)
+		if err != nil || len(res) != len(names) {
+			b.Fatalf("%d of %d clusters (err %v)", len(res), len(names), err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*len(names)), "µs/cluster")
 }

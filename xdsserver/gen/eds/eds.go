@@ -36,10 +36,13 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	if in.Push == nil || in.Proxy == nil {
 		return nil, fmt.Errorf("eds: missing push context or proxy")
 	}
-	v := scope.New(in.Push, in.Proxy)
 	names := in.Names
+	var v *scope.View
 	if len(names) == 0 {
+		v = scope.New(in.Push, in.Proxy)
 		names = allClusters(v)
+	} else {
+		v = scope.NewForLookups(in.Push, in.Proxy) // names are looked up, not listed
 	}
 	out := make([]gen.Resource, 0, len(names))
 	for _, name := range names {

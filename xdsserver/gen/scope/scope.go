@@ -53,6 +53,24 @@ type vsIndex struct {
 
 // New computes the view of proxy on pc.
 func New(pc *push.PushContext, proxy *model.Proxy) *View {
+	v := NewForLookups(pc, proxy)
+	all := pc.Services()
+	v.Services = make([]*model.Service, 0, len(all))
+	for _, s := range all {
+		if v.ServiceVisible(s) {
+			v.Services = append(v.Services, s)
+		}
+	}
+	return v
+}
+
+// NewForLookups is the view of proxy for looking services up by host
+// (ServiceFor, ServiceVisible) and their rules: Services is left empty,
+// sparing a filter over every service of the mesh. EDS generation is
+// asked for one cluster at a time on a cache miss, and New's filter of
+// 1,000 services (and its 9 KB list) was made for each of them (issue
+// #30).
+func NewForLookups(pc *push.PushContext, proxy *model.Proxy) *View {
 	v := &View{Push: pc, Proxy: proxy}
 	if proxy.Type == model.SidecarProxy {
 		v.sidecar = SidecarFor(pc, proxy)
@@ -64,13 +82,6 @@ func New(pc *push.PushContext, proxy *model.Proxy) *View {
 			v.sidecar = sc
 		}
 		v.egressPorts = slices.ContainsFunc(v.sidecar.GetEgress(), func(e *networking.IstioEgressListener) bool { return e.GetPort() != nil })
-	}
-	all := pc.Services()
-	v.Services = make([]*model.Service, 0, len(all))
-	for _, s := range all {
-		if v.ServiceVisible(s) {
-			v.Services = append(v.Services, s)
-		}
 	}
 	return v
 }
