@@ -113,7 +113,7 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 		d.abortCluster()
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
-	d.grpc = grpc.NewServer(xdsServerOptions()...)
+	d.grpc = grpc.NewServer(xdsServerOptions(cfg)...)
 	d.xds = ads.New(d.pipeline, ads.Options{
 		Types:  xdstype.All,
 		Logger: log.With("component", "xds"), Registerer: d.reg,
@@ -147,12 +147,34 @@ func New(cfg daemonconfig.Config, log *slog.Logger) (*Daemon, error) {
 // keepalive as istiod's (a ping after 30 s without a frame from the
 // client, 10 s for its answer; the answer comes from the client's
 // transport, not from its xDS code, so a busy but live client answers),
-// clients may ping every 10 s, and requests up to 16 MB.
-func xdsServerOptions() []grpc.ServerOption {
-	return append(wire.GRPCServerOptions(),
+// clients may ping every 10 s, requests up to 16 MB, and at most
+// openStreamLimit streams open on a connection.
+func xdsServerOptions(cfg daemonconfig.Config) []grpc.ServerOption {
+	opts := append(wire.GRPCServerOptions(),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(16<<20))
+	if n := openStreamLimit(cfg.MaxStreamsPerConnection); n > 0 {
+		opts = append(opts, grpc.MaxConcurrentStreams(n))
+	}
+	return opts
+}
+
+// openStreamLimit is the HTTP/2 limit of the streams a connection may
+// hold open (SETTINGS_MAX_CONCURRENT_STREAMS): twice maxStreamsPerConnection
+// (0: its default), none if that cap is off. The cap counts the streams
+// that have sent their first request, and refuses one over it with
+// RESOURCE_EXHAUSTED; a stream that never sends one is not counted, and
+// costs two goroutines for as long as its client keeps it. Past the
+// limit a client waits for one of its streams to end.
+func openStreamLimit(perConn int) uint32 {
+	switch {
+	case perConn < 0:
+		return 0
+	case perConn == 0:
+		perConn = ads.DefaultMaxStreamsPerConnection
+	}
+	return uint32(2 * perConn)
 }
 
 // XDSAddr and HTTPAddr are the bound listen addresses.

@@ -31,11 +31,20 @@ spec:
 // startDaemon runs a real daemon on free ports over dir.
 func startDaemon(t *testing.T, dir string) (*Daemon, func()) {
 	t.Helper()
+	return startDaemonWith(t, dir, nil)
+}
+
+// startDaemonWith is startDaemon with the config changed by edit.
+func startDaemonWith(t *testing.T, dir string, edit func(*daemonconfig.Config)) (*Daemon, func()) {
+	t.Helper()
 	cfg := daemonconfig.Defaults()
 	cfg.ConfigDirs = []string{dir}
 	cfg.XDSAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.MeshConfig = filepath.Join(filepath.Dir(dir), "meshconfig.yaml")
 	cfg.MeshNetworks = filepath.Join(filepath.Dir(dir), "meshnetworks.yaml")
+	if edit != nil {
+		edit(&cfg)
+	}
 	d, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -150,7 +150,7 @@ func (d *Daemon) setupIdentity(mesh *meshv1alpha1.MeshConfig) error {
 	// message (the CA's stream handler, the xDS Authenticate hook), so
 	// an unauthenticated caller costs no message buffer; its headers are
 	// bounded here (a bearer token is a few KB; gRPC's default is 16 MB).
-	p.grpc = grpc.NewServer(append(xdsServerOptions(), grpc.Creds(tlsport.ServerCredentials(tlsCfg)), grpc.MaxHeaderListSize(maxTLSHeaderBytes))...)
+	p.grpc = grpc.NewServer(append(xdsServerOptions(d.cfg), grpc.Creds(tlsport.ServerCredentials(tlsCfg)), grpc.MaxHeaderListSize(maxTLSHeaderBytes))...)
 	p.srv.Register(p.grpc)
 	d.xds.Register(p.grpc) // authenticated xDS beside the CA (xdsauth.go)
 	d.Handle("/debug/certz", p.srv.CertzHandler())
