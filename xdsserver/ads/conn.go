@@ -93,7 +93,17 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 			return refusal(err, codes.Unauthenticated)
 		}
 	}
-	first, proxy, err := receiveNode(recv, node)
+	first, proxy, err := receiveNode(recv, node, s.opts.FirstRequestTimeout)
+	if errors.Is(err, errNoFirstRequest) {
+		err = status.Errorf(codes.DeadlineExceeded, "no request within %v of the stream's start", s.opts.FirstRequestTimeout)
+		s.metrics.refused.WithLabelValues("first_request").Inc()
+		var from string
+		if p, ok := peer.FromContext(ctx); ok {
+			from = p.Addr.String()
+		}
+		s.log.Warn("xDS stream ended: no first request", "peer", from, "err", err)
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -187,32 +197,55 @@ func serve[R any](s *Server, ctx context.Context, recv func() (R, error), node f
 }
 
 // receiveNode receives a stream's first request and parses its node, on
-// a goroutine of its own that ends with it: decoding a node (the proto
+// a goroutine of its own that ends with them: decoding a node (the proto
 // runtime walking its nested metadata) and parsing it grow a goroutine's
 // stack, which the stream's goroutine would otherwise keep for as long
 // as the stream is open, or until collections shrink it (issue #30: the
 // stacks were 42-47 MB of a VM fleet's connect storm at 2,000 proxies,
-// 26 MB after it).
-func receiveNode[R any](recv func() (R, error), node func(R) *corev3.Node) (first R, proxy *model.Proxy, err error) {
-	done := make(chan struct{})
+// 26 MB after it). A stream that sends no request within timeout (if
+// positive) gets errNoFirstRequest: the caps count only streams that
+// have sent one (the receiving goroutine ends with the stream).
+func receiveNode[R any](recv func() (R, error), node func(R) *corev3.Node, timeout time.Duration) (R, *model.Proxy, error) {
+	type received struct {
+		first R
+		proxy *model.Proxy
+		err   error
+	}
+	done := make(chan received, 1)
 	go func() {
-		defer close(done)
-		if first, err = recv(); err != nil {
+		var r received
+		defer func() { done <- r }()
+		if r.first, r.err = recv(); r.err != nil {
 			return
 		}
-		if n := len(node(first).GetId()); n > MaxNodeIDLength {
+		if n := len(node(r.first).GetId()); n > MaxNodeIDLength {
 			// Refused before it is parsed, logged or kept: Istio's node
 			// IDs (type~ip~name.namespace~domain) are a few hundred bytes.
-			err = status.Errorf(codes.InvalidArgument, "node ID of %d bytes refused: at most %d", n, MaxNodeIDLength)
+			r.err = status.Errorf(codes.InvalidArgument, "node ID of %d bytes refused: at most %d", n, MaxNodeIDLength)
 			return
 		}
-		if proxy, err = gen.ParseNode(node(first)); err != nil {
-			err = status.Errorf(codes.InvalidArgument, "%v", err)
+		if r.proxy, r.err = gen.ParseNode(node(r.first)); r.err != nil {
+			r.err = status.Errorf(codes.InvalidArgument, "%v", r.err)
 		}
 	}()
-	<-done
-	return first, proxy, err
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case r := <-done:
+		return r.first, r.proxy, r.err
+	case <-expired:
+		var zero R
+		return zero, nil, errNoFirstRequest
+	}
 }
+
+// errNoFirstRequest: a stream sent no request within the first-request
+// timeout.
+var errNoFirstRequest = errors.New("no first request")
 
 // refusal is a hook's error as the client sees it: its gRPC status if it
 // has one, else code.

@@ -32,7 +32,9 @@ import (
 //     afresh. A slow proxy that keeps reading is never cut.
 //   - MaxStreamsPerConnection and MaxStreamsPerPeer cap the streams one
 //     connection and one peer address may open; a stream over a cap is
-//     refused with ResourceExhausted, a log line and a metric.
+//     refused with ResourceExhausted, a log line and a metric. A stream
+//     that sends no request within FirstRequestTimeout (not yet counted
+//     by the caps) is ended with DeadlineExceeded and the metric.
 //
 // Generation never waits on a send: Build holds a generation slot only
 // while it generates. A push wakes the connections a few at a time
@@ -42,6 +44,7 @@ import (
 const (
 	DefaultSendTimeout             = 60 * time.Second
 	DefaultSlowSend                = time.Second
+	DefaultFirstRequestTimeout     = 60 * time.Second
 	DefaultMaxStreamsPerConnection = 100
 	DefaultMaxStreamsPerPeer       = 5000
 )
@@ -226,6 +229,9 @@ func flowDefaults(opts *Options) {
 	}
 	if opts.SlowSend <= 0 {
 		opts.SlowSend = DefaultSlowSend
+	}
+	if opts.FirstRequestTimeout == 0 { // negative: none
+		opts.FirstRequestTimeout = DefaultFirstRequestTimeout
 	}
 	if opts.MaxStreamsPerConnection == 0 {
 		opts.MaxStreamsPerConnection = DefaultMaxStreamsPerConnection

@@ -155,3 +155,35 @@ func TestStreamCaps(t *testing.T) {
 	openLDS(t, ctx, c1, 6)
 	testkit.EventuallyWithin(t, 10*time.Second, "room again after a stream ends", func() bool { return srv.Connected() == 3 })
 }
+
+// TestFirstRequestTimeout: a stream that sends no request is ended with
+// DeadlineExceeded once the first-request timeout passes, and counted;
+// one that sends its request in time is served.
+func TestFirstRequestTimeout(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv, addr := flowEnv(t, Options{Registerer: reg, FirstRequestTimeout: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := stalledClient(t, addr)
+	// Cancelled (not a deadline, which the client would report as
+	// DeadlineExceeded too) if the server never ends it.
+	sctx, scancel := context.WithCancel(ctx)
+	defer time.AfterFunc(10*time.Second, scancel).Stop()
+	silent, err := c.StreamAggregatedResources(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := openLDS(t, ctx, c, 1)
+	if _, err := served.Recv(); err != nil {
+		t.Fatalf("a stream that sent its request: %v", err)
+	}
+	if _, err := silent.Recv(); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a stream without a request ended with %v, want DeadlineExceeded", err)
+	}
+	if n := testutil.ToFloat64(srv.metrics.refused.WithLabelValues("first_request")); n != 1 {
+		t.Errorf("refused first_request = %v, want 1", n)
+	}
+	if n := srv.Connected(); n != 1 {
+		t.Errorf("%d streams connected, want the one that sent a request", n)
+	}
+}

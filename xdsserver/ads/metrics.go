@@ -43,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.streamEnds = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_stream_ends_total",
 		Help: "xDS streams ended, by reason: client_closed, client_cancel, transport (keepalive, reset), recv_error, send_error, send_timeout, other."}, []string{"reason"})
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baremesh_xds_streams_refused_total",
-		Help: "xDS streams refused because a cap was reached, by cap: per_connection, per_peer."}, []string{"cap"})
+		Help: "xDS streams refused because a cap was reached, by cap: per_connection, per_peer, first_request (no request in time)."}, []string{"cap"})
 	m.slowSends = prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_xds_slow_sends_total",
 		Help: "xDS responses not accepted within the slow-send time (their send slot went to other proxies)."})
 	m.sendTimeouts = prometheus.NewCounter(prometheus.CounterOpts{Name: "baremesh_xds_send_timeouts_total",
@@ -66,7 +66,7 @@ func (m *metrics) zero(types []*xdstype.Type) {
 	for _, r := range []string{endClientClosed, endCanceled, endTransport, endRecvError, endSendError, endSendTimeout, endOther} {
 		m.streamEnds.WithLabelValues(r)
 	}
-	for _, c := range []string{"per_connection", "per_peer"} {
+	for _, c := range []string{"per_connection", "per_peer", "first_request"} {
 		m.refused.WithLabelValues(c)
 	}
 }

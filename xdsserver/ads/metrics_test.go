@@ -22,7 +22,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	for name, want := range map[string]int{
 		"baremesh_xds_nacks_total":                  2,
 		"baremesh_xds_stream_ends_total":            7,
-		"baremesh_xds_streams_refused_total":        2,
+		"baremesh_xds_streams_refused_total":        3,
 		"baremesh_xds_convergence_slo_missed_total": 3,
 		"baremesh_xds_converged_changes_total":      3,
 	} {

@@ -59,8 +59,12 @@ type Options struct {
 	// MaxStreamsPerPeer cap open streams (defaults
 	// DefaultMaxStreamsPerConnection and DefaultMaxStreamsPerPeer;
 	// negative: no cap). See flow.go.
-	SendTimeout             time.Duration
-	SlowSend                time.Duration
+	SendTimeout time.Duration
+	SlowSend    time.Duration
+	// FirstRequestTimeout ends a stream that sends no request for that
+	// long after it opens (default DefaultFirstRequestTimeout, negative:
+	// none): the caps count streams that have sent one.
+	FirstRequestTimeout     time.Duration
 	MaxStreamsPerConnection int
 	MaxStreamsPerPeer       int
 	Logger                  *slog.Logger
