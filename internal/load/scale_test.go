@@ -176,6 +176,7 @@ func runScale(b *testing.B, v scaleVariant, proxies, services int) (*scaleResult
 	configured := lat.Percentiles()
 	cpu1, client1 := d.cpu(), clientCPU()
 	rss := d.status("VmRSS")
+	peakConnect := d.status("VmHWM") // the peak so far: the connect storm's
 	endPhase()
 	tot := f.Totals()
 	var perProxy int64
@@ -200,6 +201,7 @@ func runScale(b *testing.B, v scaleVariant, proxies, services int) (*scaleResult
 		return nil, fmt.Errorf("%s endpoint edit: %w", mode, err)
 	}
 	edit := w.Latencies(start).Percentiles()
+	peakEdit := d.status("VmHWM")
 	editCPU := d.cpu() - cpu2
 	b.Logf("%s endpoint edit: all ACKed %v; server CPU %.2fs, load client CPU %.2fs", mode, edit, editCPU, clientCPU()-client2)
 	endPhase()
@@ -254,8 +256,8 @@ func runScale(b *testing.B, v scaleVariant, proxies, services int) (*scaleResult
 		logMemStats(b, d, "settled")
 	}
 	peak := d.status("VmHWM")
-	b.Logf("%s: baremeshd RSS idle %.0f MB, with %d proxies %.0f MB, peak %.0f MB; now %.0f MB anonymous, %.0f MB of files (the binary's pages)",
-		mode, idleRSS, proxies, rss, peak, d.status("RssAnon"), d.status("RssFile"))
+	b.Logf("%s: baremeshd RSS idle %.0f MB, with %d proxies %.0f MB, peak %.0f MB (by the end of the connect %.0f, of the edit %.0f); now %.0f MB anonymous, %.0f MB of files (the binary's pages)",
+		mode, idleRSS, proxies, rss, peak, peakConnect, peakEdit, d.status("RssAnon"), d.status("RssFile"))
 
 	add(rss, "rss-MB")
 	add(peak, "peak-rss-MB")
