@@ -12,12 +12,12 @@ import (
 // a full push to 2,000 proxies the daemon sat at 176 MB RSS for minutes
 // with 125 MB of it anonymous, though its live heap was about half that.
 // Once the daemon has been quiet for a second after pushing, taking
-// connections or sending, it collects and returns the free memory, once (trimHeap:
-// two collections, tens of milliseconds of CPU each at that heap), so
-// that the next push starts from the live heap and not from the goal a
-// collection in the middle of the last one set (a push to 2,000 SotW
-// proxies read 80 KB ACKs from each into gRPC's buffers: the heap goal
-// was 123-134 MB at the next push, against a live heap of 60 MB). The
+// connections or sending, it collects and returns the free memory, once
+// (trimHeap: two collections, tens of milliseconds of CPU each at that
+// heap), so that the next push starts from the live heap and not from
+// the goal a collection in the middle of the last one set (a push to
+// 2,000 SotW proxies read 80 KB ACKs from each into gRPC's buffers: the
+// heap goal was 123-134 MB at the next push, against 45 MB live). The
 // trims take at most idleTrimShare of the time: after a trim of d, the
 // next waits d/idleTrimShare. A daemon whose config changes every
 // second never trims. It collects twice because buffers given back to

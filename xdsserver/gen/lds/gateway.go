@@ -349,7 +349,7 @@ func l4Chains(v *scope.View, s scope.GatewayServer, vss []*config.Config, sniSee
 // the workload) to the cluster of that name; the same per DestinationRule
 // subset. VirtualServices play no part.
 func autoPassthroughChains(router *scope.View, s scope.GatewayServer) []*listenerv3.FilterChain {
-	v := scope.New(router.Push, router.Proxy) // a router's view lists no services (scope.NewRouter)
+	v := scope.New(router.Push, router.Proxy) // a router's view lists no services (scope.NewForLookups)
 	var out []*listenerv3.FilterChain
 	pat := v.Push.Mesh.GetOutboundClusterStatName()
 	for _, svc := range v.Services {

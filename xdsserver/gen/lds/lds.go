@@ -29,7 +29,7 @@ func Generate(in gen.Input) ([]gen.Resource, error) {
 	}
 	var v *scope.View
 	if in.Proxy.Type == model.Router && !in.Proxy.Proxyless {
-		v = scope.NewRouter(in.Push, in.Proxy) // gateway listeners list no services
+		v = scope.NewForLookups(in.Push, in.Proxy) // gateway listeners list no services
 	} else {
 		v = scope.New(in.Push, in.Proxy)
 	}

@@ -82,7 +82,7 @@ func portAndHostNames(names []string) bool {
 // newView is the proxy's view; a router's routes list no services.
 func newView(in gen.Input) *scope.View {
 	if in.Proxy.Type == model.Router && !in.Proxy.Proxyless {
-		return scope.NewRouter(in.Push, in.Proxy)
+		return scope.NewForLookups(in.Push, in.Proxy)
 	}
 	return scope.New(in.Push, in.Proxy)
 }

@@ -66,10 +66,10 @@ func New(pc *push.PushContext, proxy *model.Proxy) *View {
 
 // NewForLookups is the view of proxy for looking services up by host
 // (ServiceFor, ServiceVisible) and their rules: Services is left empty,
-// sparing a filter over every service of the mesh. EDS generation is
-// asked for one cluster at a time on a cache miss, and New's filter of
-// 1,000 services (and its 9 KB list) was made for each of them (issue
-// #30).
+// sparing a filter over every service of the mesh. A router's listeners
+// and routes never list services; EDS generation is asked for one
+// cluster at a time on a cache miss, and New's filter of 1,000 services
+// (and its 9 KB list) was made for each of them (issue #30).
 func NewForLookups(pc *push.PushContext, proxy *model.Proxy) *View {
 	v := &View{Push: pc, Proxy: proxy}
 	if proxy.Type == model.SidecarProxy {
@@ -100,13 +100,6 @@ func (v *View) virtualServices() *vsIndex {
 		}
 	}
 	return v.vs
-}
-
-// NewRouter is the view of a router for its listeners and routes, which
-// look services up by host and never list them: Services is left empty,
-// sparing a filter over every service of the mesh per generation.
-func NewRouter(pc *push.PushContext, proxy *model.Proxy) *View {
-	return &View{Push: pc, Proxy: proxy}
 }
 
 // ServiceVisible reports whether the proxy may see s: exported to its
