@@ -31,7 +31,7 @@ type View struct {
 	Push  *push.PushContext
 	Proxy *model.Proxy
 	// Services are the visible services, in the snapshot's order (empty
-	// in a view from NewRouter).
+	// in a view from NewForLookups).
 	Services []*model.Service
 	sidecar  *networking.Sidecar
 	// egressPorts is set when an egress listener of sidecar has a port.
