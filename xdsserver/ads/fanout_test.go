@@ -105,7 +105,11 @@ func TestPushWakesConnectionsAFewAtATime(t *testing.T) {
 	if maxSeen != turns {
 		t.Fatalf("at most %d connections generated at once, want %d", maxSeen, turns)
 	}
-	if n := testutil.ToFloat64(srv.metrics.pushes.WithLabelValues("lds")); n != 2*conns {
+	// A response is counted after its write returns, which may be after
+	// the proxy has read it: wait for the count, then check it is exact.
+	lds := srv.metrics.pushes.WithLabelValues("lds")
+	testkit.EventuallyWithin(t, 30*time.Second, "every response counted", func() bool { return testutil.ToFloat64(lds) >= 2*conns })
+	if n := testutil.ToFloat64(lds); n != 2*conns {
 		t.Fatalf("%v LDS responses counted, want %d", n, 2*conns)
 	}
 }
