@@ -52,6 +52,7 @@ var (
 	ConflictingSidecarWorkloadSelectors = Code{"IST0110", "ConflictingSidecarWorkloadSelectors", Error}
 	MultipleSidecarsWithoutSelectors    = Code{"IST0111", "MultipleSidecarsWithoutWorkloadSelectors", Error}
 	PortNameIsNotUnderNamingConvention  = Code{"IST0118", "PortNameIsNotUnderNamingConvention", Info}
+	InvalidAnnotation                   = Code{"IST0125", "InvalidAnnotation", Warning}
 	NoMatchingWorkloadsFound            = Code{"IST0127", "NoMatchingWorkloadsFound", Warning}
 	// GatewayWithoutVirtualService: Istio has no code; a Gateway that no
 	// VirtualService binds serves listeners that answer 404 to everything.
@@ -87,6 +88,7 @@ var analyzers = []analyzer{
 	{"virtualservice.destinations", vsDestinations},
 	{"virtualservice.gateways", vsGateways},
 	{"selector.workloads", selectorsMatchWorkloads},
+	{"authorizationpolicy.dryrun", authzDryRun},
 	{"sidecar.conflicts", sidecarConflicts},
 	{"gateway.virtualservices", gatewaysWithoutVS},
 	{"serviceentry.portnames", portNames},

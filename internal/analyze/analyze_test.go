@@ -151,6 +151,29 @@ spec:
   action: DENY
   rules: [{}]`,
 			[]string{`IST0127 AuthorizationPolicy/deny: No matching workloads for this resource with the following labels: app=web`}},
+		{"dry-run annotation", `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: yes-value, namespace: ns, annotations: {istio.io/dry-run: "yes"}}
+spec:
+  action: DENY
+  rules: [{}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: custom, namespace: ns, annotations: {istio.io/dry-run: "true"}}
+spec:
+  action: CUSTOM
+  provider: {name: ext}
+  rules: [{}]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: fine, namespace: ns, annotations: {istio.io/dry-run: "True"}}
+spec:
+  action: DENY
+  rules: [{}]`,
+			[]string{`IST0125 AuthorizationPolicy/yes-value: Invalid annotation istio.io/dry-run: "yes" is not a boolean (true or false); the policy is enforced`,
+				`IST0125 AuthorizationPolicy/custom: Invalid annotation istio.io/dry-run: a CUSTOM policy has no dry run; the policy is enforced (its authorizer decides)`}},
 		{"port names", `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: odd, namespace: ns}

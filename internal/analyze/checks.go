@@ -131,6 +131,31 @@ func selectorsMatchWorkloads(ix *index) []Message {
 	return out
 }
 
+// dryRunAnnotation is the annotation that makes an AuthorizationPolicy
+// a dry run (xdsserver/gen/authz, which this package does not import).
+const dryRunAnnotation = "istio.io/dry-run"
+
+// authzDryRun: an istio.io/dry-run value that is no boolean, or one on a
+// CUSTOM policy, leaves the policy enforced (IST0125): the author meant
+// it to change no traffic. istiod reads the value alike and only logs.
+func authzDryRun(ix *index) []Message {
+	var out []Message
+	for _, c := range ix.byKind[config.AuthorizationPolicy] {
+		v, ok := c.Annotations[dryRunAnnotation]
+		if !ok {
+			continue
+		}
+		on, err := strconv.ParseBool(v)
+		switch {
+		case err != nil:
+			out = append(out, msg(c, InvalidAnnotation, "Invalid annotation %s: %q is not a boolean (true or false); the policy is enforced", dryRunAnnotation, v))
+		case on && c.Spec.(*security.AuthorizationPolicy).GetAction() == security.AuthorizationPolicy_CUSTOM:
+			out = append(out, msg(c, InvalidAnnotation, "Invalid annotation %s: a CUSTOM policy has no dry run; the policy is enforced (its authorizer decides)", dryRunAnnotation))
+		}
+	}
+	return out
+}
+
 // selectedAnywhere: a Gateway selects workloads in every namespace (Istio's
 // default PILOT_SCOPE_GATEWAY_TO_NAMESPACE=false).
 func (ix *index) selectedAnywhere(sel map[string]string) []workload {

@@ -15,6 +15,15 @@
 // jwt_authn filter of RequestAuthentications (jwt.go) lives here too:
 // rules on request principals and claims match what it verified.
 //
+// A policy annotated istio.io/dry-run: "true" is evaluated, not enforced,
+// as istiod builds it: its rules go to the RBAC filter's shadow_rules
+// (Envoy counts and logs what they would have done), beside the rules of
+// the same action that are enforced. Proxyless gRPC evaluates no shadow
+// rules, so there a dry-run policy is left out (istiod's grpcgen ignores
+// the annotation and enforces it). CUSTOM policies are not dry-run: the
+// annotation is not read for them, and the authorizer decides, as for
+// any CUSTOM policy (istiod moves them into enforcing DENY rules).
+//
 // It imports core and xdsserver/gen (scope) only.
 package authz
 
@@ -44,8 +53,19 @@ const (
 
 // policy is one selected AuthorizationPolicy.
 type policy struct {
-	name string // Istio's "ns[NS]-policy[NAME]"
-	ap   *security.AuthorizationPolicy
+	name   string // Istio's "ns[NS]-policy[NAME]"
+	ap     *security.AuthorizationPolicy
+	dryRun bool // istio.io/dry-run: shadow rules, not enforced
+}
+
+// DryRunAnnotation marks an AuthorizationPolicy to be evaluated without
+// being enforced. A value strconv.ParseBool does not read is false, as
+// istiod reads it: the policy is enforced.
+const DryRunAnnotation = "istio.io/dry-run"
+
+func isDryRun(annotations map[string]string) bool {
+	on, err := strconv.ParseBool(annotations[DryRunAnnotation])
+	return err == nil && on
 }
 
 // Policies are the AuthorizationPolicies that select one workload, by
@@ -81,7 +101,7 @@ func For(pc *push.PushContext, ns string, labels map[string]string) Policies {
 			if sel := ap.GetSelector().GetMatchLabels(); len(sel) > 0 && !scope.LabelsMatch(sel, labels) {
 				continue
 			}
-			p := policy{name: "ns[" + c.Namespace + "]-policy[" + c.Name + "]", ap: ap}
+			p := policy{name: "ns[" + c.Namespace + "]-policy[" + c.Name + "]", ap: ap, dryRun: isDryRun(c.Annotations)}
 			switch ap.GetAction() {
 			case security.AuthorizationPolicy_ALLOW:
 				out.allow = append(out.allow, p)
@@ -99,29 +119,75 @@ func For(pc *push.PushContext, ns string, labels map[string]string) Policies {
 
 // RBACs are the RBAC configs to enforce in order (AUDIT, DENY, ALLOW);
 // tcp builds them for a TCP port (HTTP-only fields made deny-safe).
-// CUSTOM policies are not among them (CustomHTTPFilters).
-func (p Policies) RBACs(tcp bool) []*rbacv3.RBAC { return p.rbacs(tcp, false) }
-
-// rbacs is RBACs, with CUSTOM policies enforced as DENY when
-// customAsDeny (proxyless gRPC, which has no ext_authz).
-func (p Policies) rbacs(tcp, customAsDeny bool) []*rbacv3.RBAC {
+// CUSTOM policies are not among them (CustomHTTPFilters), nor are
+// dry-run policies (their shadow rules are in the filters).
+func (p Policies) RBACs(tcp bool) []*rbacv3.RBAC {
 	var out []*rbacv3.RBAC
-	if r := p.build(p.audit, rbacv3.RBAC_LOG, tcp); len(r.Policies) > 0 {
-		out = append(out, r)
-	}
-	deny := p.deny
-	if customAsDeny {
-		deny = append(slices.Clip(deny), p.custom...)
-	}
-	if r := p.build(deny, rbacv3.RBAC_DENY, tcp); len(r.Policies) > 0 {
-		out = append(out, r)
-	}
-	if len(p.allow) > 0 {
-		// Even with no rule left: an ALLOW policy denies what it does
-		// not allow.
-		out = append(out, p.build(p.allow, rbacv3.RBAC_ALLOW, tcp))
+	for _, r := range p.rbacs(tcp, false) {
+		if r.rules != nil {
+			out = append(out, r.rules)
+		}
 	}
 	return out
+}
+
+// actionRBAC is one action's RBAC filter: the rules it enforces (nil when
+// every policy of the action is a dry run) and its shadow rules (the
+// dry-run policies; nil when there are none).
+type actionRBAC struct {
+	action        rbacv3.RBAC_Action
+	rules, shadow *rbacv3.RBAC
+}
+
+// rbacs are the actions' RBAC filters in order (AUDIT, DENY, ALLOW). For
+// proxyless gRPC, which has no ext_authz and evaluates no shadow rules,
+// CUSTOM policies are enforced as DENY and dry-run policies are left out.
+func (p Policies) rbacs(tcp, proxyless bool) []actionRBAC {
+	var out []actionRBAC
+	add := func(ps []policy, action rbacv3.RBAC_Action) {
+		var enforced, dry []policy
+		for _, pol := range ps {
+			if pol.dryRun && pol.ap.GetAction() != security.AuthorizationPolicy_CUSTOM {
+				dry = append(dry, pol)
+			} else {
+				enforced = append(enforced, pol)
+			}
+		}
+		a := actionRBAC{action: action}
+		// An ALLOW policy denies what it does not allow, even with no
+		// rule left.
+		if r := p.build(enforced, action, tcp); len(r.Policies) > 0 || action == rbacv3.RBAC_ALLOW && len(enforced) > 0 {
+			a.rules = r
+		}
+		if len(dry) > 0 && !proxyless {
+			a.shadow = p.build(dry, action, tcp) // even empty, as istiod's
+		}
+		if a.rules != nil || a.shadow != nil {
+			out = append(out, a)
+		}
+	}
+	add(p.audit, rbacv3.RBAC_LOG)
+	deny := p.deny
+	if proxyless {
+		deny = append(slices.Clip(deny), p.custom...)
+	}
+	add(deny, rbacv3.RBAC_DENY)
+	add(p.allow, rbacv3.RBAC_ALLOW)
+	return out
+}
+
+// shadowStatPrefix is istiod's shadow_rules_stat_prefix of an RBAC
+// filter, by its shadow rules' action; without shadow rules istiod reads
+// the action as ALLOW (the zero value), and the prefix then names
+// nothing.
+func shadowStatPrefix(shadow *rbacv3.RBAC) string {
+	switch shadow.GetAction() {
+	case rbacv3.RBAC_ALLOW:
+		return "istio_dry_run_allow_"
+	case rbacv3.RBAC_DENY:
+		return "istio_dry_run_deny_"
+	}
+	return ""
 }
 
 func (p Policies) build(ps []policy, action rbacv3.RBAC_Action, tcp bool) *rbacv3.RBAC {
@@ -151,16 +217,18 @@ func (p Policies) HTTPFilters() []*hcmv3.HttpFilter { return p.httpFilters(true)
 // names).
 func (p Policies) EnvoyHTTPFilters() []*hcmv3.HttpFilter { return p.httpFilters(false) }
 
-func (p Policies) httpFilters(unique bool) []*hcmv3.HttpFilter {
+func (p Policies) httpFilters(proxyless bool) []*hcmv3.HttpFilter {
 	var out []*hcmv3.HttpFilter
-	for _, r := range p.rbacs(false, unique) {
-		name := HTTPFilterName
-		if unique && r.Action != rbacv3.RBAC_ALLOW {
-			name += "." + strings.ToUpper(actionName(r.Action))
+	for _, r := range p.rbacs(false, proxyless) {
+		name, cfg := HTTPFilterName, &rbachttpv3.RBAC{Rules: r.rules}
+		if proxyless {
+			if r.action != rbacv3.RBAC_ALLOW {
+				name += "." + strings.ToUpper(actionName(r.action))
+			}
+		} else {
+			cfg.ShadowRules, cfg.ShadowRulesStatPrefix = r.shadow, shadowStatPrefix(r.shadow)
 		}
-		out = append(out, &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{
-			TypedConfig: gen.MustAny(&rbachttpv3.RBAC{Rules: r}),
-		}})
+		out = append(out, &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(cfg)}})
 	}
 	return out
 }
@@ -169,9 +237,9 @@ func (p Policies) httpFilters(unique bool) []*hcmv3.HttpFilter {
 // before tcp_proxy.
 func (p Policies) NetworkFilters() []*listenerv3.Filter {
 	var out []*listenerv3.Filter
-	for _, r := range p.RBACs(true) {
+	for _, r := range p.rbacs(true, false) {
 		out = append(out, &listenerv3.Filter{Name: NetworkFilterName, ConfigType: &listenerv3.Filter_TypedConfig{
-			TypedConfig: gen.MustAny(&rbacnetv3.RBAC{Rules: r, StatPrefix: "tcp."}),
+			TypedConfig: gen.MustAny(&rbacnetv3.RBAC{Rules: r.rules, StatPrefix: "tcp.", ShadowRules: r.shadow, ShadowRulesStatPrefix: shadowStatPrefix(r.shadow)}),
 		}})
 	}
 	return out
