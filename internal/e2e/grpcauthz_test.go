@@ -81,6 +81,11 @@ spec:
 `, name, action, spec)
 }
 
+// apDryRun is ap annotated istio.io/dry-run: evaluated, not enforced.
+func apDryRun(name, action, spec string) string {
+	return strings.Replace(ap(name, action, spec), "namespace: default}", "namespace: default, annotations: {istio.io/dry-run: \"true\"}}", 1)
+}
+
 // TestGRPCAuthorizationMatrix: AuthorizationPolicies become RBAC in the
 // xDS server's listener, which grpc-go enforces; each case is asserted
 // with real RPCs from clients with three identities over mTLS
@@ -131,6 +136,12 @@ func TestGRPCAuthorizationMatrix(t *testing.T) {
 		{"ALLOW without rules: everything denied", ap("a", "ALLOW", ""), all(false)},
 		{"AUDIT only: nothing denied", ap("audit", "AUDIT", `  rules: [{}]
 `), all(true)},
+		// Dry runs (before, enforced: the ALLOW denied worker and untrusted).
+		{"ALLOW dry run: nothing denied", apDryRun("a", "ALLOW", `  rules: [{from: [{source: {principals: [cluster.local/ns/default/sa/frontend]}}]}]
+`), all(true)},
+		{"DENY dry run beside an enforced DENY", apDryRun("dry", "DENY", `  rules: [{from: [{source: {namespaces: [batch]}}]}]
+`) + ap("d", "DENY", `  rules: [{to: [{operation: {paths: [/grpc.testing.TestService/UnaryCall]}}]}]
+`), []authzExpect{{"frontend", "empty", "", true}, {"worker", "empty", "", true}, {"untrusted", "empty", "", true}, {"frontend", "unary", "", false}, {"worker", "unary", "", false}}},
 	}
 	for i, c := range cases {
 		// A sentinel DENY (a header no RPC sends) differs per case, so
