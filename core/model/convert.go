@@ -41,6 +41,7 @@ func (r *Registry) servicesFromEntry(c *config.Config, se *networking.ServiceEnt
 			MeshExternal: se.GetLocation() == networking.ServiceEntry_MESH_EXTERNAL,
 			ExportTo:     se.GetExportTo(), Labels: c.Labels, Selector: sel,
 			SubjectAltNames: se.GetSubjectAltNames(), Source: c.Key(), CreationTime: c.CreationTime,
+			TrafficDistribution: ParseTrafficDistribution(nil, c.Annotations),
 		}
 		switch {
 		case len(se.GetAddresses()) > 0:

@@ -150,6 +150,50 @@ type Service struct {
 	// CreationTime is its source's: where services conflict (two on one
 	// listener), istiod takes the oldest first.
 	CreationTime time.Time
+	// TrafficDistribution is its preference for near endpoints.
+	TrafficDistribution TrafficDistribution
+}
+
+// TrafficDistribution is a service's preference for near endpoints: a
+// Kubernetes Service's spec.trafficDistribution, or the annotation
+// networking.istio.io/traffic-distribution on a Service or ServiceEntry.
+// As istiod, a preference is locality failover by network, region and
+// zone (and subzone and node for PreferSameNode) that applies without
+// outlier detection, where no DestinationRule sets a locality setting.
+type TrafficDistribution uint8
+
+const (
+	TrafficDistributionAny TrafficDistribution = iota
+	TrafficDistributionPreferSameZone
+	TrafficDistributionPreferSameNode
+)
+
+// AnnotationTrafficDistribution is istiod's annotation for a service's
+// traffic distribution.
+const AnnotationTrafficDistribution = "networking.istio.io/traffic-distribution"
+
+// ParseTrafficDistribution reads a service's traffic distribution as
+// istiod's GetTrafficDistribution: spec (a Kubernetes Service's field,
+// nil for a ServiceEntry) first, then the annotation, whose value is
+// read without regard to case; PreferClose is PreferSameZone; anything
+// else is Any. (istiod also reads the annotation on the namespace;
+// baremesh has no namespace objects for files, and does not.)
+func ParseTrafficDistribution(spec *string, annotations map[string]string) TrafficDistribution {
+	if spec != nil {
+		switch *spec {
+		case "PreferClose", "PreferSameZone":
+			return TrafficDistributionPreferSameZone
+		case "PreferSameNode":
+			return TrafficDistributionPreferSameNode
+		}
+	}
+	switch strings.ToLower(annotations[AnnotationTrafficDistribution]) {
+	case "preferclose", "prefersamezone":
+		return TrafficDistributionPreferSameZone
+	case "prefersamenode":
+		return TrafficDistributionPreferSameNode
+	}
+	return TrafficDistributionAny
 }
 
 // Key returns the service's key.
@@ -174,7 +218,8 @@ func (s *Service) Equal(o *Service) bool {
 		slices.Equal(s.Ports, o.Ports) && s.Resolution == o.Resolution &&
 		s.MeshExternal == o.MeshExternal && slices.Equal(s.ExportTo, o.ExportTo) &&
 		maps.Equal(s.Labels, o.Labels) && maps.Equal(s.Selector, o.Selector) &&
-		slices.Equal(s.SubjectAltNames, o.SubjectAltNames) && s.Source == o.Source && s.CreationTime.Equal(o.CreationTime)
+		slices.Equal(s.SubjectAltNames, o.SubjectAltNames) && s.Source == o.Source && s.CreationTime.Equal(o.CreationTime) &&
+		s.TrafficDistribution == o.TrafficDistribution
 }
 
 // Endpoint is one address and port of a service port.

@@ -89,6 +89,7 @@ var analyzers = []analyzer{
 	{"virtualservice.gateways", vsGateways},
 	{"selector.workloads", selectorsMatchWorkloads},
 	{"authorizationpolicy.dryrun", authzDryRun},
+	{"serviceentry.trafficdistribution", trafficDistribution},
 	{"sidecar.conflicts", sidecarConflicts},
 	{"gateway.virtualservices", gatewaysWithoutVS},
 	{"serviceentry.portnames", portNames},

@@ -174,6 +174,22 @@ spec:
   rules: [{}]`,
 			[]string{`IST0125 AuthorizationPolicy/yes-value: Invalid annotation istio.io/dry-run: "yes" is not a boolean (true or false); the policy is enforced`,
 				`IST0125 AuthorizationPolicy/custom: Invalid annotation istio.io/dry-run: a CUSTOM policy has no dry run; the policy is enforced (its authorizer decides)`}},
+		{"traffic distribution annotation", `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: near, namespace: ns, annotations: {networking.istio.io/traffic-distribution: Nearest}}
+spec:
+  hosts: [near.ns.mesh]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: fine, namespace: ns, annotations: {networking.istio.io/traffic-distribution: prefersamezone}}
+spec:
+  hosts: [fine.ns.mesh]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS`,
+			[]string{`IST0125 ServiceEntry/near: Invalid annotation networking.istio.io/traffic-distribution: "Nearest" is none of PreferClose, PreferSameZone, PreferSameNode; endpoints get no preference`}},
 		{"port names", `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: odd, namespace: ns}

@@ -156,6 +156,29 @@ func authzDryRun(ix *index) []Message {
 	return out
 }
 
+// trafficDistributionAnnotation is istiod's annotation for a service's
+// traffic distribution (core/model reads it).
+const trafficDistributionAnnotation = "networking.istio.io/traffic-distribution"
+
+// trafficDistribution: a ServiceEntry's traffic distribution that is
+// none of istiod's values means no preference (IST0125); istiod only
+// logs it.
+func trafficDistribution(ix *index) []Message {
+	var out []Message
+	for _, c := range ix.byKind[config.ServiceEntry] {
+		v, ok := c.Annotations[trafficDistributionAnnotation]
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(v) {
+		case "preferclose", "prefersamezone", "prefersamenode":
+		default:
+			out = append(out, msg(c, InvalidAnnotation, "Invalid annotation %s: %q is none of PreferClose, PreferSameZone, PreferSameNode; endpoints get no preference", trafficDistributionAnnotation, v))
+		}
+	}
+	return out
+}
+
 // selectedAnywhere: a Gateway selects workloads in every namespace (Istio's
 // default PILOT_SCOPE_GATEWAY_TO_NAMESPACE=false).
 func (ix *index) selectedAnywhere(sel map[string]string) []workload {

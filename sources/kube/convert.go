@@ -90,6 +90,7 @@ func convertService(svc *corev1.Service, domain string) *model.Service {
 	s := &model.Service{
 		Hostname: hostname(svc.Name, svc.Namespace, domain), Namespace: svc.Namespace,
 		Ports: servicePorts(svc), Labels: svc.Labels, Selector: svc.Spec.Selector,
+		TrafficDistribution: model.ParseTrafficDistribution(svc.Spec.TrafficDistribution, svc.Annotations),
 	}
 	if e := svc.Annotations[annoExportTo]; e != "" {
 		for _, x := range strings.Split(e, ",") {

@@ -63,3 +63,34 @@ func TestPodWorkload(t *testing.T) {
 		t.Fatal("a pod without an IP is no workload")
 	}
 }
+
+// TestConvertTrafficDistribution: a Service's spec.trafficDistribution,
+// else istiod's annotation (any case), is its traffic distribution, as
+// istiod's GetTrafficDistribution reads them; the spec wins.
+func TestConvertTrafficDistribution(t *testing.T) {
+	closeV, node, unknown := "PreferClose", "PreferSameNode", "Elsewhere"
+	for _, tc := range []struct {
+		spec *string
+		anno string
+		want model.TrafficDistribution
+	}{
+		{nil, "", model.TrafficDistributionAny},
+		{&closeV, "", model.TrafficDistributionPreferSameZone},
+		{&node, "PreferClose", model.TrafficDistributionPreferSameNode},
+		{nil, "prefersamenode", model.TrafficDistributionPreferSameNode},
+		{&unknown, "PreferSameZone", model.TrafficDistributionPreferSameZone},
+		{nil, "Nearest", model.TrafficDistributionAny},
+	} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.1", TrafficDistribution: tc.spec}}
+		if tc.anno != "" {
+			svc.Annotations = map[string]string{model.AnnotationTrafficDistribution: tc.anno}
+		}
+		if got := convertService(svc, "cluster.local").TrafficDistribution; got != tc.want {
+			spec := "<nil>"
+			if tc.spec != nil {
+				spec = *tc.spec
+			}
+			t.Errorf("spec %s, annotation %q: %v, want %v", spec, tc.anno, got, tc.want)
+		}
+	}
+}

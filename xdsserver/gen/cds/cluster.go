@@ -54,7 +54,7 @@ func buildOutbound(v *scope.View, svc *model.Service, p model.Port, name, subset
 		}
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST}
 		c.LbPolicy = clusterv3.Cluster_CLUSTER_PROVIDED
-		applyPolicy(c, v, p, policy, false)
+		applyPolicy(c, v, svc, p, policy, false)
 		return c
 	default: // DNS
 		typ := clusterv3.Cluster_STRICT_DNS
@@ -68,7 +68,7 @@ func buildOutbound(v *scope.View, svc *model.Service, p model.Port, name, subset
 		}
 		c.LoadAssignment = dnsAssignment(v, svc, p, labels, name, policy, typ == clusterv3.Cluster_LOGICAL_DNS)
 	}
-	h2 := applyPolicy(c, v, p, policy, true)
+	h2 := applyPolicy(c, v, svc, p, policy, true)
 	switch {
 	case !tls:
 	case !proxyless:

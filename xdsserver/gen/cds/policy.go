@@ -16,7 +16,7 @@ import (
 // allows choosing one), outlier detection, circuit breakers and HTTP
 // protocol options from a merged traffic policy, and reports whether the
 // cluster is HTTP/2 (protocolOptions).
-func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *networking.TrafficPolicy, lb bool) bool {
+func applyPolicy(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p model.Port, policy *networking.TrafficPolicy, lb bool) bool {
 	proxyless := v.Proxy.Proxyless
 	if lb {
 		applyLB(c, policy.GetLoadBalancer(), proxyless)
@@ -27,7 +27,8 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, p model.Port, policy *netw
 		applyOutlier(c, od)
 	}
 	if !proxyless { // gRPC reads no common_lb_config; istiod's grpcgen sets none
-		applyLocalityWeighted(c, scope.LocalityLbSetting(v.Push, policy))
+		setting, force := scope.LocalityLbSetting(v.Push, policy, svc)
+		applyLocalityWeighted(c, setting, force)
 	}
 	c.CircuitBreakers = circuitBreakers(policy.GetConnectionPool(), proxyless)
 	if !proxyless {
@@ -177,9 +178,10 @@ func enforcing(n uint32) uint32 {
 // balancing, without which Envoy ignores the locality weights EDS sends,
 // when istiod's applyLocalityLoadBalancer does: the setting distributes,
 // or it has failover or failoverPriority rules and the cluster has
-// outlier detection. Call it after applyOutlier.
-func applyLocalityWeighted(c *clusterv3.Cluster, lb *networking.LocalityLoadBalancerSetting) {
-	failover := c.OutlierDetection != nil && (lb.GetFailover() != nil || lb.GetFailoverPriority() != nil)
+// outlier detection or failover is forced (a service's traffic
+// distribution). Call it after applyOutlier.
+func applyLocalityWeighted(c *clusterv3.Cluster, lb *networking.LocalityLoadBalancerSetting, force bool) {
+	failover := (force || c.OutlierDetection != nil) && (lb.GetFailover() != nil || lb.GetFailoverPriority() != nil)
 	if lb.GetDistribute() == nil && !failover {
 		return
 	}

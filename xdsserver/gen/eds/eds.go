@@ -188,11 +188,11 @@ func LoadAssignment(v *scope.View, svc *model.Service, p model.Port, subset map[
 	if len(cla.Endpoints) == 0 {
 		return cla
 	}
-	if setting := scope.LocalityLbSetting(v.Push, policy); setting != nil {
+	if setting, force := scope.LocalityLbSetting(v.Push, policy, svc); setting != nil {
 		if !scope.UsesEDS(v.Proxy, svc) {
 			groups = nil // istiod's CDS applies no failoverPriority to DNS clusters
 		}
-		applyLocalityLB(cla, groups, v.Proxy.Locality, withTopology(v.Proxy.Labels, v.Proxy.Locality), setting, policy.GetOutlierDetection() != nil)
+		applyLocalityLB(cla, groups, v.Proxy.Locality, withTopology(v.Proxy.Labels, v.Proxy.Locality), setting, force || policy.GetOutlierDetection() != nil)
 	}
 	return cla
 }
