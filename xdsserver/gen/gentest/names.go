@@ -69,6 +69,9 @@ func SecretNames(listeners []gen.Resource) []string {
 				out.add(c.GetName())
 			}
 			out.add(ctx.GetCommonTlsContext().GetValidationContextSdsSecretConfig().GetName())
+			if c := ctx.GetCommonTlsContext().GetCombinedValidationContext().GetValidationContextSdsSecretConfig(); c.GetSdsConfig().GetAds() != nil {
+				out.add(c.GetName()) // a credential's CA over ADS (workload roots come from the agent)
+			}
 		}
 	}
 	slices.Sort(out.list)

@@ -193,6 +193,38 @@ type tlsKey struct {
 	cred, cert, key, cacs string
 	minV, maxV            networking.ServerTLSSettings_TLSProtocol
 	ciphers               string
+	spki, hash, crl       string
+	insecure              bool
+}
+
+// clientValidation is how a server checks a client's certificate beyond
+// its CA, as istiod's ApplyToCommonTLSContext and
+// ApplyCredentialSDSToServerCommonTLSContext: its subjectAltNames
+// (typed: URI for a spiffe:// name, else DNS, each exact), the
+// certificate pins (verifyCertificateSpki, verifyCertificateHash), the
+// CRL file (caCrl; a credential's CRL comes with its secret), and
+// insecureSkipVerify (any chain accepted; the other checks still hold).
+// istiod pins only for a credentialName server; we pin wherever they are
+// set, so a pinned server never takes another certificate.
+func clientValidation(t *networking.ServerTLSSettings, crl bool) *tlsv3.CertificateValidationContext {
+	vc := &tlsv3.CertificateValidationContext{
+		VerifyCertificateSpki: t.GetVerifyCertificateSpki(), VerifyCertificateHash: t.GetVerifyCertificateHash(),
+	}
+	for _, n := range t.GetSubjectAltNames() {
+		typ := tlsv3.SubjectAltNameMatcher_DNS
+		if strings.HasPrefix(n, "spiffe://") {
+			typ = tlsv3.SubjectAltNameMatcher_URI
+		}
+		vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{SanType: typ,
+			Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}}})
+	}
+	if crl && t.GetCaCrl() != "" {
+		vc.Crl = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: t.GetCaCrl()}}
+	}
+	if t.GetInsecureSkipVerify().GetValue() {
+		vc.TrustChainVerification = tlsv3.CertificateValidationContext_ACCEPT_UNTRUSTED
+	}
+	return vc
 }
 
 // downstreamTLS is the transport socket of an HTTPS server terminated at
@@ -207,7 +239,9 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh
 	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, optional: t.GetMode() == networking.ServerTLSSettings_OPTIONAL_MUTUAL, cred: t.GetCredentialName(),
 		cert: t.GetServerCertificate(), key: t.GetPrivateKey(), cacs: t.GetCaCertificates(),
 		istioMutual: t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL, sans: strings.Join(t.GetSubjectAltNames(), ","),
-		minV: t.GetMinProtocolVersion(), maxV: t.GetMaxProtocolVersion(), ciphers: strings.Join(t.GetCipherSuites(), ",")}
+		minV: t.GetMinProtocolVersion(), maxV: t.GetMaxProtocolVersion(), ciphers: strings.Join(t.GetCipherSuites(), ","),
+		spki: strings.Join(t.GetVerifyCertificateSpki(), ","), hash: strings.Join(t.GetVerifyCertificateHash(), ","), crl: t.GetCaCrl(),
+		insecure: t.GetInsecureSkipVerify().GetValue()}
 	if ts := memo[k]; ts != nil {
 		return ts
 	}
@@ -216,15 +250,7 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh
 	common := &tlsv3.CommonTlsContext{AlpnProtocols: gatewayALPN}
 	if k.istioMutual {
 		sds := gen.WorkloadSDS(p)
-		vc := &tlsv3.CertificateValidationContext{}
-		for _, n := range t.GetSubjectAltNames() {
-			typ := tlsv3.SubjectAltNameMatcher_DNS
-			if strings.HasPrefix(n, "spiffe://") {
-				typ = tlsv3.SubjectAltNameMatcher_URI
-			}
-			vc.MatchTypedSubjectAltNames = append(vc.MatchTypedSubjectAltNames, &tlsv3.SubjectAltNameMatcher{SanType: typ,
-				Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: n}}})
-		}
+		vc := clientValidation(t, true)
 		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: gen.SDSDefault, SdsConfig: sds}}
 		common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 			DefaultValidationContext:         vc,
@@ -256,18 +282,25 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh
 	common.TlsParams = serverTLSParams(mesh.GetTlsDefaults(), t)
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
 	ctx.RequireClientCertificate = gen.Bool(k.mutual) // false written out, as istiod
+	// A client certificate is checked against the CA and then against
+	// clientValidation's checks: before, a MUTUAL server took any
+	// certificate its CA signed whatever its subjectAltNames and pins.
 	if k.mutual || k.optional {
-		if k.cacs != "" && agentFiles != nil {
+		switch {
+		case k.cred != "":
 			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
-				DefaultValidationContext:         &tlsv3.CertificateValidationContext{},
+				DefaultValidationContext:         clientValidation(t, false),
+				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: k.cred + "-cacert", SdsConfig: gen.CredentialSDS()},
+			}}
+		case k.cacs != "" && agentFiles != nil:
+			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
+				DefaultValidationContext:         clientValidation(t, true),
 				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: "file-root:" + k.cacs, SdsConfig: agentFiles},
 			}}
-		} else if k.cacs != "" {
-			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cacs}},
-			}}
-		} else if k.cred != "" {
-			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContextSdsSecretConfig{ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: k.cred + "-cacert", SdsConfig: gen.CredentialSDS()}}
+		case k.cacs != "":
+			vc := clientValidation(t, true)
+			vc.TrustedCa = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cacs}}
+			common.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc}
 		}
 	}
 	ts := &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: gen.MustAny(ctx)}}
