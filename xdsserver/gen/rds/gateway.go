@@ -207,13 +207,16 @@ type builtRoutes struct {
 // routesFor returns the routes of vss[i] on port through gateway, built
 // on first use. The slice is clipped to its length, so that a virtual
 // host appending to it copies it instead of writing into another's.
-func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*routev3.Route {
+func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string, tls bool) []*routev3.Route {
 	c, m := g.vss[i], &g.memo[i]
 	if !m.checked {
 		m.checked = true
 		m.portFree, m.gatewayFree, m.actionsFree = g.independence(c)
 	}
 	kp, kg := port, gateway
+	if tls {
+		kg += "\x00tls" // a server's TLS changes redirects (independence)
+	}
 	if m.portFree {
 		kp = 0
 	}
@@ -228,7 +231,7 @@ func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*route
 			return b.routes
 		}
 	}
-	rb := routeBuilder{v: g.v, port: port, gateway: gateway}
+	rb := routeBuilder{v: g.v, port: port, gateway: gateway, tls: tls}
 	var acts *actions
 	if m.actionsFree && !(m.portFree && m.gatewayFree) { // may be built again
 		if m.acts == nil {
@@ -257,6 +260,9 @@ func (g *gatewayRoutes) routesFor(i int32, port uint32, gateway string) []*route
 func (g *gatewayRoutes) independence(c *config.Config) (portFree, gatewayFree, actionsFree bool) {
 	portFree, gatewayFree, actionsFree = true, true, true
 	for _, hr := range c.Spec.(*networking.VirtualService).GetHttp() {
+		if redirectPorted(hr) {
+			portFree, gatewayFree = false, false // the port and the server's TLS
+		}
 		for _, m := range hr.GetMatch() {
 			if m.GetPort() != 0 {
 				portFree = false
@@ -318,7 +324,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 			var ext extension
 			for _, h := range intersectHosts(s, c.Namespace, g.hostsOf(id)) {
 				if routes == nil {
-					if routes = g.routesFor(id, port, s.Gateway); len(routes) == 0 {
+					if routes = g.routesFor(id, port, s.Gateway, s.Server.GetTls() != nil); len(routes) == 0 {
 						break // no HTTP routes for this port
 					}
 				}

@@ -187,19 +187,49 @@ var redirectCodes = map[uint32]routev3.RedirectAction_RedirectResponseCode{
 	308: routev3.RedirectAction_PERMANENT_REDIRECT,
 }
 
-func redirect(r *networking.HTTPRedirect) *routev3.RedirectAction {
-	ra := &routev3.RedirectAction{HostRedirect: r.GetAuthority(), ResponseCode: redirectCodes[r.GetRedirectCode()]}
-	if u := r.GetUri(); u != "" {
-		ra.PathRewriteSpecifier = &routev3.RedirectAction_PathRedirect{PathRedirect: u}
-	}
+// redirect is an HTTP redirect on listener port (of a TLS server when
+// tls), as istiod's ApplyRedirect: derivePort FROM_REQUEST_PORT is the
+// listener's port (Envoy cannot take the request's; a route config
+// serves one port), FROM_PROTOCOL_DEFAULT leaves the port to Envoy (the
+// scheme's default); a port that is its scheme's default (80 for http,
+// 443 for https; the scheme is the server's unless the redirect sets
+// one) is left out of the Location. Before, derivePort was ignored, so
+// FROM_REQUEST_PORT sent clients to the scheme's default port.
+func redirect(r *networking.HTTPRedirect, port uint32, tls bool) *routev3.RedirectAction {
+	// The path is set even when empty (Envoy then keeps the request's),
+	// as istiod sets it.
+	ra := &routev3.RedirectAction{HostRedirect: r.GetAuthority(), ResponseCode: redirectCodes[r.GetRedirectCode()],
+		PathRewriteSpecifier: &routev3.RedirectAction_PathRedirect{PathRedirect: r.GetUri()}}
 	if s := r.GetScheme(); s != "" {
 		ra.SchemeRewriteSpecifier = &routev3.RedirectAction_SchemeRedirect{SchemeRedirect: s}
 	}
-	if p := r.GetPort(); p != 0 {
-		ra.PortRedirect = p
+	if r.GetRedirectPort() == nil {
+		return ra
+	}
+	switch rp := r.GetRedirectPort().(type) {
+	case *networking.HTTPRedirect_DerivePort:
+		if rp.DerivePort == networking.HTTPRedirect_FROM_REQUEST_PORT {
+			ra.PortRedirect = port
+		}
+	case *networking.HTTPRedirect_Port:
+		ra.PortRedirect = rp.Port
+	}
+	scheme := r.GetScheme()
+	if scheme == "" {
+		scheme = "http"
+		if tls {
+			scheme = "https"
+		}
+	}
+	if ra.PortRedirect == 80 && scheme == "http" || ra.PortRedirect == 443 && scheme == "https" {
+		ra.PortRedirect = 0
 	}
 	return ra
 }
+
+// redirectPorted reports whether hr redirects with a port setting, whose
+// output then depends on the listener port and the server's TLS.
+func redirectPorted(hr *networking.HTTPRoute) bool { return hr.GetRedirect().GetRedirectPort() != nil }
 
 func directResponse(d *networking.HTTPDirectResponse) *routev3.DirectResponseAction {
 	out := &routev3.DirectResponseAction{Status: d.GetStatus()}

@@ -22,6 +22,7 @@ type routeBuilder struct {
 	v         *scope.View
 	port      uint32
 	gateway   string
+	tls       bool // a gateway server's port with TLS settings (redirects' default scheme https)
 	proxyless bool
 	// meshRetry is the mesh's defaultHttpRetryPolicy for Envoy, made
 	// once and shared by the default routes (never altered).
@@ -231,7 +232,7 @@ func (b *routeBuilder) route(ns string, hr *networking.HTTPRoute, m *networking.
 	r := newRoute(m)
 	switch {
 	case hr.GetRedirect() != nil:
-		r.Action = &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect())}
+		r.Action = &routev3.Route_Redirect{Redirect: redirect(hr.GetRedirect(), b.port, b.tls)}
 	case hr.GetDirectResponse() != nil:
 		r.Action = &routev3.Route_DirectResponse{DirectResponse: directResponse(hr.GetDirectResponse())}
 	default:
