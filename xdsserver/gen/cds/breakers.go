@@ -4,6 +4,8 @@ import (
 	"math"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 	networking "istio.io/api/networking/v1alpha3"
 
@@ -59,4 +61,25 @@ func limit(n int32) *wrapperspb.UInt32Value {
 		return unlimited
 	}
 	return gen.U32(uint32(n))
+}
+
+// withRetryBudget is cb (not altered: it may be the shared default) with
+// a DestinationRule's retryBudget on its threshold, as istiod's
+// applyRetryBudget: budget 20% and at least 3 concurrent retries unless
+// set, the interval as given. Envoy then bounds retries by the budget
+// instead of max_retries.
+func withRetryBudget(cb *clusterv3.CircuitBreakers, rb *networking.TrafficPolicy_RetryBudget) *clusterv3.CircuitBreakers {
+	th := proto.Clone(cb.GetThresholds()[0]).(*clusterv3.CircuitBreakers_Thresholds)
+	budget := &typev3.Percent{Value: 20}
+	if p := rb.GetPercent(); p != nil {
+		budget = &typev3.Percent{Value: p.GetValue()}
+	}
+	minConcurrency := uint32(3)
+	if n := rb.GetMinRetryConcurrency(); n > 0 {
+		minConcurrency = n
+	}
+	th.RetryBudget = &clusterv3.CircuitBreakers_Thresholds_RetryBudget{
+		BudgetPercent: budget, BudgetInterval: rb.GetBudgetInterval(), MinRetryConcurrency: gen.U32(minConcurrency),
+	}
+	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{th}}
 }

@@ -55,6 +55,9 @@ func buildOutbound(v *scope.View, svc *model.Service, p model.Port, name, subset
 		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_ORIGINAL_DST}
 		c.LbPolicy = clusterv3.Cluster_CLUSTER_PROVIDED
 		applyPolicy(c, v, svc, p, policy, false)
+		if tls { // not on a gateway's SNI-DNAT clusters, as istiod
+			applyProxyProtocol(c, policy.GetProxyProtocol())
+		}
 		return c
 	default: // DNS
 		typ := clusterv3.Cluster_STRICT_DNS
@@ -75,6 +78,9 @@ func buildOutbound(v *scope.View, svc *model.Service, p model.Port, name, subset
 		applyTLS(c, v, svc, p, subset, policy.GetTls(), h2)
 	default:
 		c.TransportSocket = grpcTLS(v, svc, policy.GetTls())
+	}
+	if tls && !proxyless { // gRPC has no PROXY protocol (istiod's grpcgen sends none); nor a gateway's SNI-DNAT cluster
+		applyProxyProtocol(c, policy.GetProxyProtocol())
 	}
 	return c
 }

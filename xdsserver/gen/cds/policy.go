@@ -31,6 +31,9 @@ func applyPolicy(c *clusterv3.Cluster, v *scope.View, svc *model.Service, p mode
 		applyLocalityWeighted(c, setting, force)
 	}
 	c.CircuitBreakers = circuitBreakers(policy.GetConnectionPool(), proxyless)
+	if rb := policy.GetRetryBudget(); rb != nil && !proxyless {
+		c.CircuitBreakers = withRetryBudget(c.CircuitBreakers, rb)
+	}
 	if !proxyless {
 		// As istiod's applyTCPKeepalive: the mesh's keepalive, each
 		// field overridden by the pool's.

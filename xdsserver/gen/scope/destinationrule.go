@@ -330,7 +330,8 @@ func Subset(dr *networking.DestinationRule, name string) *networking.Subset {
 // Policy merges the traffic policy of dr for port and subset as istiod's
 // MergeSubsetTrafficPolicy: a policy's port-level settings for port
 // replace its load balancer, connection pool, outlier detection and TLS
-// wholesale (a field they omit is not inherited: the default applies);
+// wholesale (a field they omit is not inherited: the default applies),
+// and leave out its retryBudget and proxyProtocol;
 // the subset's policy (so resolved for port) then overrides the rule's,
 // field by field, or wholesale when it came from the subset's port-level
 // settings. The result is a new message (nil when dr is nil).
@@ -339,11 +340,22 @@ func Policy(dr *networking.DestinationRule, port uint32, subset string) *network
 		return nil
 	}
 	out := &networking.TrafficPolicy{}
-	lb, cp, od, tls, _ := forPort(dr.GetTrafficPolicy(), port)
+	lb, cp, od, tls, portLevel := forPort(dr.GetTrafficPolicy(), port)
 	overlay(out, lb, cp, od, tls, true)
+	if !portLevel { // port-level settings carry none of these (istiod's shadow copy)
+		out.RetryBudget, out.ProxyProtocol = clone(dr.GetTrafficPolicy().GetRetryBudget()), clone(dr.GetTrafficPolicy().GetProxyProtocol())
+	}
 	if ss := subsetPolicy(dr, subset); ss != nil {
 		lb, cp, od, tls, whole := forPort(ss, port)
 		overlay(out, lb, cp, od, tls, whole)
+		if !whole {
+			if rb := ss.GetRetryBudget(); rb != nil {
+				out.RetryBudget = clone(rb)
+			}
+			if pp := ss.GetProxyProtocol(); pp != nil {
+				out.ProxyProtocol = clone(pp)
+			}
+		}
 	}
 	return out
 }
