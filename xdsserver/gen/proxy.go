@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +99,24 @@ func ParseNode(n *corev3.Node) (*model.Proxy, error) {
 		p.DNSDomain = p.Namespace + ".svc.cluster.local"
 	}
 	return p, nil
+}
+
+// istioVersion reads ISTIO_VERSION's major and minor as istiod's
+// ParseIstioVersion does (a "release-" prefix dropped; digits at the
+// start); ok false when it has none, which istiod takes as the newest.
+var istioVersion = regexp.MustCompile(`^([1-9][0-9]*)\.([0-9]+)`)
+
+// IstioAtLeast reports whether p's Istio version is at least
+// major.minor, as istiod's VersionGreaterOrEqual: a proxy that sends no
+// version it can read counts as the newest.
+func IstioAtLeast(p *model.Proxy, major, minor int) bool {
+	m := istioVersion.FindStringSubmatch(strings.TrimPrefix(p.IstioVersion, "release-"))
+	if m == nil {
+		return true
+	}
+	ma, _ := strconv.Atoi(m[1])
+	mi, _ := strconv.Atoi(m[2])
+	return ma > major || ma == major && mi >= minor
 }
 
 // isIstioProxy tells Istio's own proxy from a plain Envoy or a gRPC

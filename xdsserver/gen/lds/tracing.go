@@ -60,6 +60,11 @@ func tracingOf(cfg *telemetry.Config, v *scope.View) *hcmv3.HttpConnectionManage
 	if t.MaxPathTagLength == nil && pc.GetTracing().GetMaxPathTagLength() != 0 {
 		t.MaxPathTagLength = wrapperspb.UInt32(pc.GetTracing().GetMaxPathTagLength())
 	}
+	// As istiod: only for a proxy of Istio 1.30 or later (older Envoys
+	// do not know the field).
+	if spec.DisableContextPropagation && gen.IstioAtLeast(v.Proxy, 1, 30) {
+		t.NoContextPropagation = true
+	}
 	return t
 }
 
@@ -219,6 +224,12 @@ func customTags(v *scope.View, tel map[string]*telemetryv1.Tracing_CustomTag, pc
 				tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_Environment_{Environment: &tracingv3.CustomTag_Environment{Name: x.Environment.GetName(), DefaultValue: x.Environment.GetDefaultValue()}}})
 			case *telemetryv1.Tracing_CustomTag_Header:
 				tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_RequestHeader{RequestHeader: &tracingv3.CustomTag_Header{Name: x.Header.GetName(), DefaultValue: x.Header.GetDefaultValue()}}})
+			case *telemetryv1.Tracing_CustomTag_Formatter:
+				// A substitution format string (Envoy's value tag), for a
+				// proxy of Istio 1.29 or later, as istiod.
+				if gen.IstioAtLeast(v.Proxy, 1, 29) {
+					tags = append(tags, &tracingv3.CustomTag{Tag: name, Type: &tracingv3.CustomTag_Value{Value: x.Formatter.GetValue()}})
+				}
 			}
 		}
 	}

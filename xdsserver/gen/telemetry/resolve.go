@@ -52,6 +52,9 @@ func resolveTracing(m *meshv1alpha1.MeshConfig, levels []*telemetryv1.Telemetry,
 			if e := tr.GetEnableIstioTags(); e != nil {
 				t.EnableIstioTags = e.GetValue()
 			}
+			if d := tr.GetDisableContextPropagation(); d != nil {
+				t.DisableContextPropagation = d.GetValue()
+			}
 		}
 	}
 	if t.Provider == nil {

@@ -71,6 +71,9 @@ type Tracing struct {
 	UseRequestIDForTraceSampling bool
 	// EnableIstioTags (default true).
 	EnableIstioTags bool
+	// DisableContextPropagation: the proxy neither reads nor writes
+	// trace context headers (Envoy's no_context_propagation).
+	DisableContextPropagation bool
 }
 
 // AccessLog is one access log provider with its filter.
