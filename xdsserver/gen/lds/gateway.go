@@ -190,7 +190,8 @@ type tlsKey struct {
 	mutual, istioMutual   bool
 	optional              bool // OPTIONAL_MUTUAL: a client certificate checked when given
 	sans                  string
-	cred, cert, key, cacs string
+	cred, cert, key, cacs string // cred, cert, key: comma-joined lists
+	caCred                string
 	minV, maxV            networking.ServerTLSSettings_TLSProtocol
 	ciphers               string
 	spki, hash, crl       string
@@ -236,8 +237,21 @@ func clientValidation(t *networking.ServerTLSSettings, crl bool) *tlsv3.Certific
 // proxy's workload secrets come from), checking subjectAltNames when
 // given, as istiod.
 func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh *meshconfig.MeshConfig, t *networking.ServerTLSSettings) *corev3.TransportSocket {
-	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, optional: t.GetMode() == networking.ServerTLSSettings_OPTIONAL_MUTUAL, cred: t.GetCredentialName(),
-		cert: t.GetServerCertificate(), key: t.GetPrivateKey(), cacs: t.GetCaCertificates(),
+	creds := scope.CredentialNames(t)
+	type pair struct{ cert, key string }
+	files := []pair{{t.GetServerCertificate(), t.GetPrivateKey()}}
+	if tc := t.GetTlsCertificates(); len(tc) > 0 {
+		files = files[:0]
+		for _, c := range tc {
+			files = append(files, pair{c.GetServerCertificate(), c.GetPrivateKey()})
+		}
+	}
+	var certs, keys []string
+	for _, f := range files {
+		certs, keys = append(certs, f.cert), append(keys, f.key)
+	}
+	k := tlsKey{mutual: t.GetMode() == networking.ServerTLSSettings_MUTUAL, optional: t.GetMode() == networking.ServerTLSSettings_OPTIONAL_MUTUAL, cred: strings.Join(creds, ","),
+		caCred: t.GetCaCertCredentialName(), cert: strings.Join(certs, ","), key: strings.Join(keys, ","), cacs: t.GetCaCertificates(),
 		istioMutual: t.GetMode() == networking.ServerTLSSettings_ISTIO_MUTUAL, sans: strings.Join(t.GetSubjectAltNames(), ","),
 		minV: t.GetMinProtocolVersion(), maxV: t.GetMaxProtocolVersion(), ciphers: strings.Join(t.GetCipherSuites(), ","),
 		spki: strings.Join(t.GetVerifyCertificateSpki(), ","), hash: strings.Join(t.GetVerifyCertificateHash(), ","), crl: t.GetCaCrl(),
@@ -269,15 +283,29 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh
 		agentFiles = gen.WorkloadSDS(p)
 		agentFiles.InitialFetchTimeout = nil // as istiod's file secrets
 	}
-	if k.cred != "" {
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: k.cred, SdsConfig: gen.CredentialSDS()}}
-	} else if k.cert != "" && agentFiles != nil {
-		common.TlsCertificateSdsSecretConfigs = []*tlsv3.SdsSecretConfig{{Name: "file-cert:" + k.cert + "~" + k.key, SdsConfig: agentFiles}}
-	} else if k.cert != "" {
-		common.TlsCertificates = []*tlsv3.TlsCertificate{{
-			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.cert}},
-			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: k.key}},
-		}}
+	// Several certificates (credentialNames, tlsCertificates: an RSA and
+	// an ECDSA one, say) are offered together; Envoy picks by the
+	// client's signature algorithms.
+	switch {
+	case len(creds) > 0:
+		for _, c := range creds {
+			common.TlsCertificateSdsSecretConfigs = append(common.TlsCertificateSdsSecretConfigs, &tlsv3.SdsSecretConfig{Name: c, SdsConfig: gen.CredentialSDS()})
+		}
+	case agentFiles != nil:
+		for _, f := range files {
+			if f.cert != "" {
+				common.TlsCertificateSdsSecretConfigs = append(common.TlsCertificateSdsSecretConfigs, &tlsv3.SdsSecretConfig{Name: "file-cert:" + f.cert + "~" + f.key, SdsConfig: agentFiles})
+			}
+		}
+	default:
+		for _, f := range files {
+			if f.cert != "" {
+				common.TlsCertificates = append(common.TlsCertificates, &tlsv3.TlsCertificate{
+					CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: f.cert}},
+					PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: f.key}},
+				})
+			}
+		}
 	}
 	common.TlsParams = serverTLSParams(mesh.GetTlsDefaults(), t)
 	ctx := &tlsv3.DownstreamTlsContext{CommonTlsContext: common}
@@ -287,10 +315,16 @@ func downstreamTLS(memo map[tlsKey]*corev3.TransportSocket, p *model.Proxy, mesh
 	// certificate its CA signed whatever its subjectAltNames and pins.
 	if k.mutual || k.optional {
 		switch {
-		case k.cred != "":
+		case len(creds) > 0:
+			// The CA of caCertCredentialName, else of the first credential
+			// (istiod's rule), under our "-cacert" SDS name.
+			ca := creds[0]
+			if k.caCred != "" {
+				ca = k.caCred
+			}
 			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
 				DefaultValidationContext:         clientValidation(t, false),
-				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: k.cred + "-cacert", SdsConfig: gen.CredentialSDS()},
+				ValidationContextSdsSecretConfig: &tlsv3.SdsSecretConfig{Name: ca + "-cacert", SdsConfig: gen.CredentialSDS()},
 			}}
 		case k.cacs != "" && agentFiles != nil:
 			common.ValidationContextType = &tlsv3.CommonTlsContext_CombinedValidationContext{CombinedValidationContext: &tlsv3.CommonTlsContext_CombinedCertificateValidationContext{
