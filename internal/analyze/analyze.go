@@ -57,6 +57,10 @@ var (
 	// GatewayWithoutVirtualService: Istio has no code; a Gateway that no
 	// VirtualService binds serves listeners that answer 404 to everything.
 	GatewayWithoutVirtualService = Code{"BM0001", "GatewayWithoutVirtualService", Warning}
+	// FieldNotSupported: Istio has no code; a field istiod honours that
+	// baremeshd reads but does not act on, so the config does less than
+	// its author meant.
+	FieldNotSupported = Code{"BM0006", "FieldNotSupported", Warning}
 )
 
 // Message is one finding about one resource.
@@ -90,6 +94,7 @@ var analyzers = []analyzer{
 	{"selector.workloads", selectorsMatchWorkloads},
 	{"authorizationpolicy.dryrun", authzDryRun},
 	{"serviceentry.trafficdistribution", trafficDistribution},
+	{"fields.unsupported", unsupportedFields},
 	{"sidecar.conflicts", sidecarConflicts},
 	{"gateway.virtualservices", gatewaysWithoutVS},
 	{"serviceentry.portnames", portNames},

@@ -190,6 +190,33 @@ spec:
   ports: [{number: 80, name: http, protocol: HTTP}]
   resolution: DNS`,
 			[]string{`IST0125 ServiceEntry/near: Invalid annotation networking.istio.io/traffic-distribution: "Nearest" is none of PreferClose, PreferSameZone, PreferSameNode; endpoints get no preference`}},
+		{"fields baremeshd does not act on", `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: sc, namespace: ns}
+spec:
+  ingress:
+  - port: {number: 8443, name: https, protocol: HTTPS}
+    defaultEndpoint: 127.0.0.1:8080
+    tls: {mode: SIMPLE, serverCertificate: /c.pem, privateKey: /k.pem}
+  egress:
+  - hosts: ["./*"]
+    bind: 127.0.0.1
+    port: {number: 9000, name: tcp, protocol: TCP}
+    captureMode: NONE
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: dr, namespace: ns}
+spec:
+  host: web.ns.svc.cluster.local
+  subsets:
+  - name: v1
+    labels: {version: v1}
+    trafficPolicy: {loadBalancer: {zoneAwareLbSetting: {}}}`,
+			[]string{`BM0006 Sidecar/sc: spec.ingress[0].tls is not supported by baremeshd; the sidecar terminates no TLS on this port`,
+				`BM0006 Sidecar/sc: spec.egress[0].bind is not supported by baremeshd; the listener is a captured one`,
+				`BM0006 Sidecar/sc: spec.egress[0].captureMode is not supported by baremeshd; the proxy's interception mode applies`,
+				`BM0006 DestinationRule/dr: loadBalancer.zoneAwareLbSetting is not supported by baremeshd; no zone-aware routing (it needs Envoy's local cluster)`}},
 		{"port names", `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: odd, namespace: ns}

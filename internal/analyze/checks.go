@@ -1,6 +1,8 @@
 package analyze
 
 import (
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -174,6 +176,69 @@ func trafficDistribution(ix *index) []Message {
 		case "preferclose", "prefersamezone", "prefersamenode":
 		default:
 			out = append(out, msg(c, InvalidAnnotation, "Invalid annotation %s: %q is none of PreferClose, PreferSameZone, PreferSameNode; endpoints get no preference", trafficDistributionAnnotation, v))
+		}
+	}
+	return out
+}
+
+// unsupportedFields: fields istiod acts on that baremeshd accepts but
+// does not (BM0006), so that a config relying on them is not silently
+// weaker: a Sidecar ingress listener's tls (no TLS terminated at the
+// sidecar), bind and captureMode, a Sidecar egress listener's bind and
+// captureMode (listeners are always captured ones), a Gateway server's
+// bind (listeners on 0.0.0.0), and a DestinationRule's
+// zoneAwareLbSetting (needs Envoy's local cluster) and tunnel.
+func unsupportedFields(ix *index) []Message {
+	var out []Message
+	add := func(c *config.Config, field, effect string) {
+		out = append(out, msg(c, FieldNotSupported, "%s is not supported by baremeshd; %s", field, effect))
+	}
+	for _, c := range ix.byKind[config.Sidecar] {
+		sc := c.Spec.(*networking.Sidecar)
+		for i, in := range sc.GetIngress() {
+			if in.GetTls() != nil {
+				add(c, fmt.Sprintf("spec.ingress[%d].tls", i), "the sidecar terminates no TLS on this port")
+			}
+			if in.GetBind() != "" {
+				add(c, fmt.Sprintf("spec.ingress[%d].bind", i), "the listener is a captured one")
+			}
+			if in.GetCaptureMode() != networking.CaptureMode_DEFAULT {
+				add(c, fmt.Sprintf("spec.ingress[%d].captureMode", i), "the proxy's interception mode applies")
+			}
+		}
+		for i, eg := range sc.GetEgress() {
+			if eg.GetBind() != "" {
+				add(c, fmt.Sprintf("spec.egress[%d].bind", i), "the listener is a captured one")
+			}
+			if eg.GetCaptureMode() != networking.CaptureMode_DEFAULT {
+				add(c, fmt.Sprintf("spec.egress[%d].captureMode", i), "the proxy's interception mode applies")
+			}
+		}
+	}
+	for _, c := range ix.byKind[config.Gateway] {
+		for i, s := range c.Spec.(*networking.Gateway).GetServers() {
+			if s.GetBind() != "" {
+				add(c, fmt.Sprintf("spec.servers[%d].bind", i), "the server listens on every address of its port")
+			}
+		}
+	}
+	for _, c := range ix.byKind[config.DestinationRule] {
+		dr := c.Spec.(*networking.DestinationRule)
+		policies := []*networking.TrafficPolicy{dr.GetTrafficPolicy()}
+		for _, ss := range dr.GetSubsets() {
+			policies = append(policies, ss.GetTrafficPolicy())
+		}
+		for _, tp := range policies {
+			lbs := []*networking.LoadBalancerSettings{tp.GetLoadBalancer()}
+			for _, pl := range tp.GetPortLevelSettings() {
+				lbs = append(lbs, pl.GetLoadBalancer())
+			}
+			if slices.ContainsFunc(lbs, func(lb *networking.LoadBalancerSettings) bool { return lb.GetZoneAwareLbSetting() != nil }) {
+				add(c, "loadBalancer.zoneAwareLbSetting", "no zone-aware routing (it needs Envoy's local cluster)")
+			}
+			if tp.GetTunnel() != nil {
+				add(c, "trafficPolicy.tunnel", "connections are not tunnelled")
+			}
 		}
 	}
 	return out
