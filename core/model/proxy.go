@@ -70,6 +70,10 @@ type Proxy struct {
 	// ProxyConfig there); nil when the node sends none, and then the mesh
 	// config's defaultConfig applies.
 	GatewayTopology *GatewayTopology
+	// ProxyHeaders is the proxyHeaders of the node's PROXY_CONFIG; nil
+	// when the node sends no PROXY_CONFIG (the mesh's defaultConfig then
+	// applies; a PROXY_CONFIG without proxyHeaders means the defaults).
+	ProxyHeaders *ProxyHeaders
 	// Metadata is the raw node metadata, for fields generators need later.
 	Metadata map[string]string
 	// Identity is the caller's authenticated identity, nil for an
@@ -86,6 +90,34 @@ type GatewayTopology struct {
 	// ForwardClientCertDetails is Istio's meshconfig
 	// ForwardClientCertDetails enum value (0: undefined).
 	ForwardClientCertDetails int32
+}
+
+// ProxyHeaders is ProxyConfig.proxyHeaders as istiod reads it
+// (util.GetProxyHeadersFromProxyConfig): the headers a proxy adds and
+// keeps. The zero value is Istio's defaults. Comparable: it keys cached
+// generations.
+type ProxyHeaders struct {
+	// ServerValue replaces the server header's value; ServerDisabled
+	// passes the upstream's through and adds none.
+	ServerValue    string
+	ServerDisabled bool
+	// NoRequestID, NoAttemptCount, NoDebugHeaders: x-request-id,
+	// x-envoy-attempt-count and Envoy's debug headers turned off.
+	NoRequestID, NoAttemptCount, NoDebugHeaders bool
+	// XForwardedPort, XForwardedHost: those headers appended.
+	XForwardedPort, XForwardedHost bool
+	// MXInMesh: metadata exchange headers only toward mesh clusters.
+	MXInMesh bool
+	// PreserveHTTP1Case keeps HTTP/1 header case.
+	PreserveHTTP1Case bool
+	// ForwardedClientCert is meshconfig's ForwardClientCertDetails (0:
+	// the listener class's default).
+	ForwardedClientCert int32
+	// CertDetails is setCurrentClientCertDetails (HasCertDetails: set);
+	// each field nil-able in the API: subject, URI and DNS default on,
+	// cert and chain off.
+	HasCertDetails                 bool
+	Subject, URI, DNS, Cert, Chain bool
 }
 
 // Identity is an authenticated workload identity: the trust domain,

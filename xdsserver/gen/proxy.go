@@ -91,6 +91,10 @@ func ParseNode(n *corev3.Node) (*model.Proxy, error) {
 	if t := md["PROXY_CONFIG"].GetStructValue().GetFields()["gatewayTopology"].GetStructValue(); t != nil {
 		p.GatewayTopology = gatewayTopology(t)
 	}
+	if pc := md["PROXY_CONFIG"].GetStructValue(); pc != nil {
+		h := proxyHeadersOfStruct(pc.GetFields()["proxyHeaders"].GetStructValue())
+		p.ProxyHeaders = &h
+	}
 	// As istiod 1.31, whose IP allocation (PILOT_ENABLE_IP_AUTOALLOCATE)
 	// is on by default: DNS capture alone consumes allocated addresses;
 	// DNS_AUTO_ALLOCATE, the older opt-in, changes nothing on its own.
@@ -140,6 +144,60 @@ func gatewayTopology(t *structpb.Struct) *model.GatewayTopology {
 		return &model.GatewayTopology{}
 	}
 	return &model.GatewayTopology{NumTrustedProxies: topo.GetNumTrustedProxies(), ForwardClientCertDetails: int32(topo.GetForwardClientCertDetails())}
+}
+
+// proxyHeadersOfStruct reads proxyHeaders from its JSON form (nil or
+// unreadable: the defaults).
+func proxyHeadersOfStruct(t *structpb.Struct) model.ProxyHeaders {
+	if t == nil {
+		return model.ProxyHeaders{}
+	}
+	var ph meshv1alpha1.ProxyConfig_ProxyHeaders
+	b, err := protojson.Marshal(t)
+	if err == nil {
+		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, &ph)
+	}
+	if err != nil {
+		return model.ProxyHeaders{}
+	}
+	return ParseProxyHeaders(&ph)
+}
+
+// ParseProxyHeaders reads ProxyConfig.proxyHeaders as istiod's
+// GetProxyHeadersFromProxyConfig does.
+func ParseProxyHeaders(ph *meshv1alpha1.ProxyConfig_ProxyHeaders) model.ProxyHeaders {
+	var h model.ProxyHeaders
+	if ph == nil {
+		return h
+	}
+	h.ServerDisabled = ph.GetServer().GetDisabled().GetValue()
+	h.ServerValue = ph.GetServer().GetValue()
+	h.NoRequestID = ph.GetRequestId().GetDisabled().GetValue()
+	h.NoAttemptCount = ph.GetAttemptCount().GetDisabled().GetValue()
+	h.NoDebugHeaders = ph.GetEnvoyDebugHeaders().GetDisabled().GetValue()
+	h.XForwardedPort = ph.GetXForwardedPort().GetEnabled().GetValue()
+	h.XForwardedHost = ph.GetXForwardedHost().GetEnabled().GetValue()
+	h.MXInMesh = ph.GetMetadataExchangeHeaders() != nil && ph.GetMetadataExchangeHeaders().GetMode() == meshv1alpha1.ProxyConfig_ProxyHeaders_IN_MESH
+	h.PreserveHTTP1Case = ph.GetPreserveHttp1HeaderCase().GetValue()
+	h.ForwardedClientCert = int32(ph.GetForwardedClientCert())
+	if d := ph.GetSetCurrentClientCertDetails(); d != nil {
+		h.HasCertDetails = true
+		h.Subject = d.GetSubject() == nil || d.GetSubject().GetValue()
+		h.URI = d.GetUri() == nil || d.GetUri().GetValue()
+		h.DNS = d.GetDns() == nil || d.GetDns().GetValue()
+		h.Cert, h.Chain = d.GetCert().GetValue(), d.GetChain().GetValue()
+	}
+	return h
+}
+
+// ProxyHeadersOf is the proxyHeaders that apply to p, as istiod's
+// ProxyConfigOrDefault: its PROXY_CONFIG's when it sent one, else the
+// mesh's defaultConfig's.
+func ProxyHeadersOf(p *model.Proxy, m *meshv1alpha1.MeshConfig) model.ProxyHeaders {
+	if p.ProxyHeaders != nil {
+		return *p.ProxyHeaders
+	}
+	return ParseProxyHeaders(m.GetDefaultConfig().GetProxyHeaders())
 }
 
 // metadataBool reads a boolean node metadata value, a string as Istio's

@@ -8,6 +8,7 @@ import (
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	preservecasev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/header_formatters/preserve_case/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -194,4 +195,14 @@ func ConfigMetadata(path string) *corev3.Metadata {
 	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"istio": {Fields: map[string]*structpb.Value{
 		"config": structpb.NewStringValue(path),
 	}}}}
+}
+
+// PreserveCaseHeaderFormat keeps HTTP/1 header case (Envoy's
+// preserve_case stateful formatter), for connection managers and
+// clusters when proxyHeaders.preserveHttp1HeaderCase is set. Shared,
+// never altered.
+var PreserveCaseHeaderFormat = &corev3.Http1ProtocolOptions_HeaderKeyFormat{
+	HeaderFormat: &corev3.Http1ProtocolOptions_HeaderKeyFormat_StatefulFormatter{StatefulFormatter: &corev3.TypedExtensionConfig{
+		Name: "preserve_case", TypedConfig: MustAny(&preservecasev3.PreserveCaseFormatterConfig{}),
+	}},
 }

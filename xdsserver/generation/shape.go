@@ -51,6 +51,10 @@ type shapeKey struct {
 	identityNS  string
 	topology    model.GatewayTopology
 	hasTopology bool
+	// headers: the proxyHeaders of the node's PROXY_CONFIG (hasHeaders:
+	// it sent one).
+	headers    model.ProxyHeaders
+	hasHeaders bool
 	// inbound: the service ports with an endpoint at the proxy's IPs,
 	// address by address (model.EndpointView.At), which is all that its
 	// inbound side reads of them: auto-registered VMs serving the same
@@ -97,6 +101,9 @@ func newShapeKey(pc *push.PushContext, typeURL string, p *model.Proxy, names []s
 	k.families = families(p)
 	if p.GatewayTopology != nil {
 		k.topology, k.hasTopology = *p.GatewayTopology, true
+	}
+	if p.ProxyHeaders != nil {
+		k.headers, k.hasHeaders = *p.ProxyHeaders, true
 	}
 	// Only LDS and CDS have an inbound side (RDS's routes are outbound;
 	// inbound ones are inline in the listeners).
@@ -188,6 +195,10 @@ func (k shapeKey) proxy() *model.Proxy {
 	if k.hasTopology {
 		t := k.topology
 		p.GatewayTopology = &t
+	}
+	if k.hasHeaders {
+		h := k.headers
+		p.ProxyHeaders = &h
 	}
 	parseMeta(k.efMeta, p.Metadata)
 	p.Network = k.network

@@ -69,7 +69,11 @@ func Generate(in gen.Input) (out []gen.Resource, err error) {
 			}
 		}
 	default:
-		b.add(meshDefaults(v, passthrough()), meshDefaults(v, blackhole()), meshDefaults(v, inboundPassthrough(in.Proxy)))
+		pt, ipt := passthrough(), inboundPassthrough(in.Proxy)
+		if gen.ProxyHeadersOf(in.Proxy, v.Push.Mesh).PreserveHTTP1Case {
+			pt.TypedExtensionProtocolOptions, ipt.TypedExtensionProtocolOptions = passthroughHTTPOptionsPreserveCase, passthroughHTTPOptionsPreserveCase
+		}
+		b.add(meshDefaults(v, pt), meshDefaults(v, blackhole()), meshDefaults(v, ipt))
 		if in.Proxy.Type == model.SidecarProxy && in.Part == gen.PartAll {
 			b.inbound(in)
 		}

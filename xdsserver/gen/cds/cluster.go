@@ -169,6 +169,30 @@ func protocolOptions(v *scope.View, p model.Port, policy *networking.TrafficPoli
 	maxConn := t.GetMaxConnectionDuration()
 	common := idle != nil || maxConn != nil || h.GetMaxRequestsPerConnection() > 0 || h.GetMaxConcurrentStreams() > 0 || h.GetHttp2KeepAlive() != nil
 	useClient := h.GetUseClientProtocol()
+	// proxyHeaders.preserveHttp1HeaderCase on an HTTP/1 or auto port: as
+	// istiod's setUpstreamProtocol, HTTP/1 with the preserve_case header
+	// format, explicit (it replaces an HTTP/2 upgrade), or under the
+	// downstream protocol on a sidecar's auto port.
+	if gen.ProxyHeadersOf(proxy, v.Push.Mesh).PreserveHTTP1Case && !p.Protocol.IsHTTP2() && (p.Protocol.IsHTTP() || p.Protocol == model.Unsupported) {
+		opts := &httpv3.HttpProtocolOptions{}
+		if common {
+			opts.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: idle, MaxConnectionDuration: maxConn}
+			if n := h.GetMaxRequestsPerConnection(); n > 0 {
+				opts.CommonHttpProtocolOptions.MaxRequestsPerConnection = gen.U32(uint32(n))
+			}
+		}
+		h1 := &corev3.Http1ProtocolOptions{HeaderKeyFormat: gen.PreserveCaseHeaderFormat}
+		if downstream {
+			opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+				HttpProtocolOptions: h1, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+			}}
+		} else {
+			opts.UpstreamProtocolOptions = &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_HttpProtocolOptions{HttpProtocolOptions: h1},
+			}}
+		}
+		return map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(opts)}, false
+	}
 	switch {
 	case !h2 && !downstream && !common && !useClient:
 		return nil, false

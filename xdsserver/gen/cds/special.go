@@ -52,6 +52,14 @@ var (
 			HttpProtocolOptions: &corev3.Http1ProtocolOptions{}, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
 		}},
 	})}
+	// passthroughHTTPOptionsPreserveCase is passthroughHTTPOptions
+	// keeping HTTP/1 header case (proxyHeaders.preserveHttp1HeaderCase).
+	passthroughHTTPOptionsPreserveCase = map[string]*anypb.Any{httpProtocolOptionsKey: gen.MustAny(&httpv3.HttpProtocolOptions{
+		CommonHttpProtocolOptions: &corev3.HttpProtocolOptions{IdleTimeout: gen.Duration(5 * time.Minute)},
+		UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_UseDownstreamProtocolConfig{UseDownstreamProtocolConfig: &httpv3.HttpProtocolOptions_UseDownstreamHttpConfig{
+			HttpProtocolOptions: &corev3.Http1ProtocolOptions{HeaderKeyFormat: gen.PreserveCaseHeaderFormat}, Http2ProtocolOptions: &corev3.Http2ProtocolOptions{},
+		}},
+	})}
 	// noCleanup is istiod's cleanup interval of inbound ORIGINAL_DST
 	// clusters: the longest a Duration holds (~292 years), so the one
 	// host, the application, is never dropped and reconnected every 5s

@@ -36,8 +36,11 @@ const (
 // goroutines. Repacking them per listener was most of LDS's allocations.
 var (
 	sharedRouter = &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{})}}
-	sharedFault  = &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
-	sharedCORS   = &hcmv3.HttpFilter{Name: rds.CORSFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&corsv3.Cors{})}}
+	// quietRouter adds none of Envoy's debug headers
+	// (proxyHeaders.envoyDebugHeaders disabled).
+	quietRouter = &hcmv3.HttpFilter{Name: routerName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&routerv3.Router{SuppressEnvoyHeaders: true})}}
+	sharedFault = &hcmv3.HttpFilter{Name: rds.FaultFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&faultv3.HTTPFault{})}}
+	sharedCORS  = &hcmv3.HttpFilter{Name: rds.CORSFilterName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&corsv3.Cors{})}}
 	// The TLS inspector reads at most 512 bytes of a ClientHello at first
 	// (Envoy's default: 64 KiB), as istiod's.
 	sharedTLSInspector  = &listenerv3.ListenerFilter{Name: tlsInspectorName, ConfigType: &listenerv3.ListenerFilter_TypedConfig{TypedConfig: gen.MustAny(&tlsinspectorv3.TlsInspector{InitialReadBufferSize: wrapperspb.UInt32(512)})}}

@@ -1,6 +1,7 @@
 package lds
 
 import (
+	"slices"
 	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -40,11 +41,13 @@ type hcmOpts struct {
 	// resolved tracing, access logs and stats filters (telemetryMemo).
 	istio bool
 	tel   string
+	// ph: the proxy's proxyHeaders (gen.ProxyHeadersOf).
+	ph model.ProxyHeaders
 }
 
 // newHCMOpts reads the settings of class from the snapshot and proxy.
 func newHCMOpts(v *scope.View, class httpClass) hcmOpts {
-	o := hcmOpts{class: class, idle: gen.NodeIdleTimeout(v.Proxy)}
+	o := hcmOpts{class: class, idle: gen.NodeIdleTimeout(v.Proxy), ph: gen.ProxyHeadersOf(v.Proxy, v.Push.Mesh)}
 	if m := v.Push.Mesh; m != nil {
 		o.norm = m.GetPathNormalization().GetNormalization()
 	}
@@ -63,7 +66,12 @@ func newHCMOpts(v *scope.View, class httpClass) hcmOpts {
 			}
 		}
 	} else if class == inboundHTTP {
+		// Gateways take XFCC from their topology; inbound from
+		// proxyHeaders.forwardedClientCert (istiod's GetProxyHeaders).
 		o.xfcc = hcmv3.HttpConnectionManager_APPEND_FORWARD
+		if x, ok := meshXFCC[meshv1alpha1.ForwardClientCertDetails(o.ph.ForwardedClientCert)]; ok {
+			o.xfcc = x
+		}
 	}
 	return withTelemetry(o, v)
 }
@@ -110,9 +118,24 @@ func (o hcmOpts) apply(h *hcmv3.HttpConnectionManager) {
 		h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{IdleTimeout: o.idle}
 	}
 	h.Proxy_100Continue = true // istiod's ENABLE_100_CONTINUE_HEADERS default
+	// proxyHeaders (istiod's GetProxyHeadersFromProxyConfig): the server
+	// header ("istio-envoy" but outbound, where Envoy's own default
+	// stays), request IDs, X-Forwarded-Port, HTTP/1 header case.
+	if o.class != outboundHTTP {
+		h.ServerName = istioServerName
+	}
+	switch {
+	case o.ph.ServerDisabled:
+		h.ServerName, h.ServerHeaderTransformation = "", hcmv3.HttpConnectionManager_PASS_THROUGH
+	case o.ph.ServerValue != "":
+		h.ServerName = o.ph.ServerValue
+	}
+	if o.ph.NoRequestID {
+		h.GenerateRequestId = gen.Bool(false)
+	}
+	h.AppendXForwardedPort = o.ph.XForwardedPort
 	switch o.class {
 	case gatewayHTTP:
-		h.ServerName = istioServerName
 		h.XffNumTrustedHops = o.trustedHops
 		h.ForwardClientCertDetails = o.xfcc
 		if o.xfcc == hcmv3.HttpConnectionManager_APPEND_FORWARD || o.xfcc == hcmv3.HttpConnectionManager_SANITIZE_SET {
@@ -120,14 +143,31 @@ func (o hcmOpts) apply(h *hcmv3.HttpConnectionManager) {
 		}
 		h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{}
 	case inboundHTTP:
-		h.ServerName = istioServerName
 		h.ForwardClientCertDetails = o.xfcc
 		h.SetCurrentClientCertDetails = &hcmv3.HttpConnectionManager_SetCurrentClientCertDetails{Subject: gen.Bool(true), Dns: true, Uri: true}
+		if d := o.ph; d.HasCertDetails {
+			h.SetCurrentClientCertDetails = &hcmv3.HttpConnectionManager_SetCurrentClientCertDetails{Subject: gen.Bool(d.Subject), Dns: d.DNS, Uri: d.URI, Cert: d.Cert, Chain: d.Chain}
+		}
 		if o.http2 {
 			h.Http2ProtocolOptions = &corev3.Http2ProtocolOptions{}
 		}
 	}
+	if o.ph.PreserveHTTP1Case {
+		if h.HttpProtocolOptions == nil {
+			h.HttpProtocolOptions = &corev3.Http1ProtocolOptions{}
+		}
+		h.HttpProtocolOptions.HeaderKeyFormat = gen.PreserveCaseHeaderFormat
+	}
 	o.applyTelemetry(h)
+	if o.ph.NoDebugHeaders {
+		filters := slices.Clone(h.HttpFilters) // the list may be shared
+		for i, f := range filters {
+			if f == sharedRouter {
+				filters[i] = quietRouter
+			}
+		}
+		h.HttpFilters = filters
+	}
 }
 
 // istioServerName is the server header istiod's inbound and gateway

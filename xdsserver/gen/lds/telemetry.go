@@ -50,7 +50,13 @@ const (
 var (
 	mxInbound  = peerMetadataFilter("downstream")
 	mxOutbound = peerMetadataFilter("upstream")
-	grpcStats  = &hcmv3.HttpFilter{Name: grpcStatsName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&grpcstatsv3.FilterConfig{
+	// mxOutboundInMesh is mxOutbound propagating its headers to mesh
+	// clusters only (proxyHeaders.metadataExchangeHeaders IN_MESH).
+	mxOutboundInMesh = &hcmv3.HttpFilter{Name: mxName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(TypedStruct(peerMetadataURL, map[string]any{
+		"upstream_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}, map[string]any{"workload_discovery": map[string]any{}}},
+		"upstream_propagation": []any{map[string]any{"istio_headers": map[string]any{"skip_external_clusters": true}}},
+	}))}}
+	grpcStats = &hcmv3.HttpFilter{Name: grpcStatsName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&grpcstatsv3.FilterConfig{
 		EmitFilterState:        true,
 		PerMethodStatSpecifier: &grpcstatsv3.FilterConfig_StatsForAllMethods{StatsForAllMethods: wrapperspb.Bool(false)},
 	})}}
@@ -171,6 +177,13 @@ func (o hcmOpts) applyTelemetry(h *hcmv3.HttpConnectionManager) {
 		h.StatPrefix = delimitedStat(h.StatPrefix)
 	}
 	h.HttpFilters = istioHTTPFilters(o.class, h.HttpFilters, t.stats)
+	if o.ph.MXInMesh && o.class != inboundHTTP {
+		for i, f := range h.HttpFilters {
+			if f == mxOutbound {
+				h.HttpFilters[i] = mxOutboundInMesh // h.HttpFilters is istioHTTPFilters' own
+			}
+		}
+	}
 }
 
 // delimitedStat ends a stat prefix in ";" as istiod's

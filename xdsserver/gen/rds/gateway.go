@@ -310,7 +310,7 @@ func (g *gatewayRoutes) build(name string) *routev3.RouteConfiguration {
 		n += len(s.Server.GetHosts())
 	}
 	rc := sidecarConfig(name, make([]*routev3.VirtualHost, 0, n))
-	ix := hostIndex{hint: n}
+	ix := hostIndex{hint: n, noAttempts: gen.ProxyHeadersOf(g.v.Proxy, g.v.Push.Mesh).NoAttemptCount}
 	for _, s := range g.servers[i] {
 		port := s.Server.GetPort().GetNumber()
 		redirect := s.Server.GetTls().GetHttpsRedirect()

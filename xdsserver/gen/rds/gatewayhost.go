@@ -19,6 +19,8 @@ type hostIndex struct {
 	// its index+1 in vhs; claimed by another, -1.
 	byDomain map[string]int32
 	hint     int // virtual hosts expected, to size byDomain
+	// noAttempts: the proxy's proxyHeaders turn x-envoy-attempt-count off.
+	noAttempts bool
 }
 
 const smallHosts = 8
@@ -81,7 +83,7 @@ func (ix *hostIndex) add(vhs []*routev3.VirtualHost, host string, port uint32) *
 	name := string(strconv.AppendUint(append(b, ':'), uint64(port), 10))
 	gh := &gatewayHost{}
 	domains := append(gh.domains[:0], host)
-	gh.vh.IncludeRequestAttemptCount = true
+	gh.vh.IncludeRequestAttemptCount = !ix.noAttempts
 	gh.vh.Name, gh.vh.Domains = name, domains
 	i := len(vhs)
 	switch {

@@ -22,6 +22,10 @@ type vhostBuilder struct {
 	rb      routeBuilder
 	domains domainSet
 	hosts   []*routev3.VirtualHost
+	// attempts, xfh: the proxy's proxyHeaders: x-envoy-attempt-count
+	// (include_request_attempt_count) and X-Forwarded-Host on the
+	// catch-all route.
+	attempts, xfh bool
 	// shared holds, when the generation builds both "PORT" and
 	// "host:port" configs, the virtual host of each auto-detected service
 	// port with an address already built with all its domains: the same
@@ -39,7 +43,9 @@ type servicePort struct {
 // virtual hosts with about names names (domains without their ":port"
 // forms).
 func newVhostBuilder(v *scope.View, port uint32, hosts, names int, shared map[servicePort]*routev3.VirtualHost) vhostBuilder {
+	ph := gen.ProxyHeadersOf(v.Proxy, v.Push.Mesh)
 	return vhostBuilder{
+		attempts: !ph.NoAttemptCount, xfh: ph.XForwardedHost,
 		rb:      routeBuilder{v: v, port: port, gateway: "mesh"},
 		domains: domainSet{port: port, hint: names},
 		hosts:   make([]*routev3.VirtualHost, 0, hosts), shared: shared,
@@ -84,7 +90,7 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 		}
 		// Some domains are taken: a copy with the others, same routes.
 		if domains := b.claim(slices.Clone(vh.Domains)); len(domains) > 0 {
-			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: vh.Name, Domains: domains, Routes: vh.Routes, IncludeRequestAttemptCount: true})
+			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: vh.Name, Domains: domains, Routes: vh.Routes, IncludeRequestAttemptCount: b.attempts})
 		}
 		return
 	}
@@ -123,12 +129,12 @@ func (b *vhostBuilder) service(svc *model.Service, sharable bool) {
 	}
 	if vs != nil {
 		sh.vh.Name, sh.vh.Domains, sh.vh.Routes = name, domains, routes
-		sh.vh.IncludeRequestAttemptCount = true
+		sh.vh.IncludeRequestAttemptCount = b.attempts
 		vh = &sh.vh
 	} else {
 		dh.routes[0] = b.rb.defaultRoute(&dh.route, cluster, svc.Hostname)
 		dh.vh.Name, dh.vh.Domains, dh.vh.Routes = name, domains, dh.routes[:]
-		dh.vh.IncludeRequestAttemptCount = true
+		dh.vh.IncludeRequestAttemptCount = b.attempts
 		vh = &dh.vh
 	}
 	b.hosts = append(b.hosts, vh)
@@ -177,7 +183,7 @@ func (b *vhostBuilder) vsOnlyHosts() {
 			if len(domains) == 0 {
 				continue
 			}
-			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes, IncludeRequestAttemptCount: true})
+			b.hosts = append(b.hosts, &routev3.VirtualHost{Name: name, Domains: domains, Routes: routes, IncludeRequestAttemptCount: b.attempts})
 		}
 	}
 }
@@ -199,20 +205,37 @@ func selectsService(v *scope.View, c *config.Config, port uint32) bool {
 	return false
 }
 
-// allowAnyHost and blockAllHost are Istio's catch-all virtual hosts,
-// shared by every sidecar route config and never altered.
-var (
-	allowAnyHost = &routev3.VirtualHost{Name: "allow_any", Domains: []string{"*"}, Routes: []*routev3.Route{{
-		Name: "allow_any", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-		Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: gen.PassthroughCluster},
-			//lint:ignore SA1019 deprecated, what istiod sets
-			Timeout: gen.Duration(0), MaxGrpcTimeout: gen.Duration(0)}},
-	}}, IncludeRequestAttemptCount: true}
-	blockAllHost = &routev3.VirtualHost{Name: "block_all", Domains: []string{"*"}, Routes: []*routev3.Route{{
-		Name: "block_all", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
-		Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 502}},
-	}}, IncludeRequestAttemptCount: true}
-)
+// catchAllHosts are Istio's catch-all virtual hosts, shared by every
+// sidecar route config and never altered: [registryOnly][attempts][xfh]
+// ("block_all" answering 502, else "allow_any" to the
+// PassthroughCluster; with include_request_attempt_count unless the
+// proxy's proxyHeaders turn it off; the route appending X-Forwarded-Host
+// when they ask, as istiod's buildCatchAllVirtualHost).
+var catchAllHosts = func() (out [2][2][2]*routev3.VirtualHost) {
+	for _, attempts := range []bool{false, true} {
+		for _, xfh := range []bool{false, true} {
+			a, x := b2i(attempts), b2i(xfh)
+			out[0][a][x] = &routev3.VirtualHost{Name: "allow_any", Domains: []string{"*"}, Routes: []*routev3.Route{{
+				Name: "allow_any", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: gen.PassthroughCluster},
+					//lint:ignore SA1019 deprecated, what istiod sets
+					Timeout: gen.Duration(0), MaxGrpcTimeout: gen.Duration(0), AppendXForwardedHost: xfh}},
+			}}, IncludeRequestAttemptCount: attempts}
+			out[1][a][x] = &routev3.VirtualHost{Name: "block_all", Domains: []string{"*"}, Routes: []*routev3.Route{{
+				Name: "block_all", Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+				Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{Status: 502}},
+			}}, IncludeRequestAttemptCount: attempts}
+		}
+	}
+	return out
+}()
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // fallback adds Istio's catch-all virtual host: "allow_any" to the
 // PassthroughCluster, or "block_all" answering 502 under REGISTRY_ONLY.
@@ -221,11 +244,7 @@ func (b *vhostBuilder) fallback() {
 	if b.domains.taken(b.hosts, "*") {
 		return
 	}
-	if b.rb.v.RegistryOnly() {
-		b.hosts = append(b.hosts, blockAllHost)
-		return
-	}
-	b.hosts = append(b.hosts, allowAnyHost)
+	b.hosts = append(b.hosts, catchAllHosts[b2i(b.rb.v.RegistryOnly())][b2i(b.attempts)][b2i(b.xfh)])
 }
 
 // serviceNames are the names a service is reached by, as Istio lists
