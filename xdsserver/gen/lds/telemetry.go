@@ -48,15 +48,12 @@ const (
 
 // Shared, never altered (outputs are only marshalled).
 var (
-	mxInbound  = peerMetadataFilter("downstream")
-	mxOutbound = peerMetadataFilter("upstream")
+	mxInbound  = peerMetadataFilter("downstream", map[string]any{})
+	mxOutbound = peerMetadataFilter("upstream", map[string]any{})
 	// mxOutboundInMesh is mxOutbound propagating its headers to mesh
 	// clusters only (proxyHeaders.metadataExchangeHeaders IN_MESH).
-	mxOutboundInMesh = &hcmv3.HttpFilter{Name: mxName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(TypedStruct(peerMetadataURL, map[string]any{
-		"upstream_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}, map[string]any{"workload_discovery": map[string]any{}}},
-		"upstream_propagation": []any{map[string]any{"istio_headers": map[string]any{"skip_external_clusters": true}}},
-	}))}}
-	grpcStats = &hcmv3.HttpFilter{Name: grpcStatsName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&grpcstatsv3.FilterConfig{
+	mxOutboundInMesh = peerMetadataFilter("upstream", map[string]any{"skip_external_clusters": true})
+	grpcStats        = &hcmv3.HttpFilter{Name: grpcStatsName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(&grpcstatsv3.FilterConfig{
 		EmitFilterState:        true,
 		PerMethodStatSpecifier: &grpcstatsv3.FilterConfig_StatsForAllMethods{StatsForAllMethods: wrapperspb.Bool(false)},
 	})}}
@@ -89,11 +86,12 @@ func TypedStruct(typeURL string, fields map[string]any) *xdsudpa.TypedStruct {
 
 // peerMetadataFilter is istiod's peer metadata filter of one side
 // ("downstream" inbound, "upstream" outbound): discovery from Istio's
-// headers then the workload, propagation in Istio's headers.
-func peerMetadataFilter(side string) *hcmv3.HttpFilter {
+// headers then the workload, propagation in Istio's headers with the
+// given options (skip_external_clusters: only toward mesh clusters).
+func peerMetadataFilter(side string, propagation map[string]any) *hcmv3.HttpFilter {
 	ts := TypedStruct(peerMetadataURL, map[string]any{
 		side + "_discovery":   []any{map[string]any{"istio_headers": map[string]any{}}, map[string]any{"workload_discovery": map[string]any{}}},
-		side + "_propagation": []any{map[string]any{"istio_headers": map[string]any{}}},
+		side + "_propagation": []any{map[string]any{"istio_headers": propagation}},
 	})
 	return &hcmv3.HttpFilter{Name: mxName, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: gen.MustAny(ts)}}
 }
