@@ -3,13 +3,11 @@ package generation
 import (
 	"testing"
 
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	meshv1alpha1 "istio.io/api/mesh/v1alpha1"
 
 	"github.com/baremesh/baremesh/core/model"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
-	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
 
 // TestProxyHeadersInShapeKey: ProxyConfig proxyHeaders come from the
@@ -38,20 +36,8 @@ spec:
 	pc.Mesh.DefaultConfig.ProxyHeaders = &meshv1alpha1.ProxyConfig_ProxyHeaders{Server: &meshv1alpha1.ProxyConfig_ProxyHeaders_Server{Value: "mesh-proxy"}}
 	servers := func(id string, headers *model.ProxyHeaders) map[string]bool {
 		p := &model.Proxy{ID: id, Type: model.SidecarProxy, Namespace: "app", IPs: []string{"10.0.0.1"}, Labels: map[string]string{"app": "client"}, Metadata: map[string]string{}, ProxyHeaders: headers}
-		res, _, err := b.Build(pc, xdstype.Listener, p, nil, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]bool{}
-		for _, r := range res {
-			a, err := r.Any()
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := &listenerv3.Listener{}
-			if err := a.UnmarshalTo(l); err != nil {
-				t.Fatal(err)
-			}
+		for _, l := range buildListeners(t, b, pc, p) {
 			for _, fc := range l.GetFilterChains() {
 				for _, f := range fc.GetFilters() {
 					h := &hcmv3.HttpConnectionManager{}

@@ -6,6 +6,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/baremesh/baremesh/core/model"
+	"github.com/baremesh/baremesh/core/push"
 	"github.com/baremesh/baremesh/xdsserver/gen/gentest"
 	"github.com/baremesh/baremesh/xdsserver/xdstype"
 )
@@ -32,20 +33,8 @@ spec:
 	}
 	chains := func(ip string) map[string]bool {
 		p := &model.Proxy{ID: "web-" + ip, Type: model.SidecarProxy, Namespace: "app", IPs: []string{ip}, Labels: map[string]string{"app": "web"}, Metadata: map[string]string{}}
-		res, _, err := b.Build(pc, xdstype.Listener, p, nil, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := map[string]bool{}
-		for _, r := range res {
-			a, err := r.Any()
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := &listenerv3.Listener{}
-			if err := a.UnmarshalTo(l); err != nil {
-				t.Fatal(err)
-			}
+		for _, l := range buildListeners(t, b, pc, p) {
 			for _, fc := range l.GetFilterChains() {
 				out[fc.GetName()] = true
 			}
@@ -61,4 +50,26 @@ spec:
 	if len(mismatch) > 0 {
 		t.Errorf("cache assertion: %v", mismatch)
 	}
+}
+
+// buildListeners is p's LDS from b, decoded.
+func buildListeners(t *testing.T, b *Builder, pc *push.PushContext, p *model.Proxy) []*listenerv3.Listener {
+	t.Helper()
+	res, _, err := b.Build(pc, xdstype.Listener, p, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*listenerv3.Listener
+	for _, r := range res {
+		a, err := r.Any()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &listenerv3.Listener{}
+		if err := a.UnmarshalTo(l); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
 }

@@ -30,21 +30,7 @@ spec:
 		if agent {
 			md["ISTIO_VERSION"] = "1.28.0"
 		}
-		var ctx *tlsv3.DownstreamTlsContext
-		for _, l := range gatewayListenersOf(t, pc, md, nil) {
-			for _, fc := range l.GetFilterChains() {
-				if ts := fc.GetTransportSocket(); ts != nil {
-					ctx = &tlsv3.DownstreamTlsContext{}
-					if err := ts.GetTypedConfig().UnmarshalTo(ctx); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-		}
-		if ctx == nil {
-			t.Fatalf("agent %v: no TLS chain", agent)
-		}
-		cc := ctx.GetCommonTlsContext()
+		cc := gatewayTLS(t, gatewayListenersOf(t, pc, md, nil)).GetCommonTlsContext()
 		if agent {
 			certs := cc.GetTlsCertificateSdsSecretConfigs()
 			root := cc.GetCombinedValidationContext().GetValidationContextSdsSecretConfig()
