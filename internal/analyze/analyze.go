@@ -5,7 +5,8 @@
 // messages, with no I/O. Loading is the caller's (internal/ctl reads
 // directories with sources/file's parser, or a daemon's /debug/configz).
 //
-// It imports core/config and istio.io/api only.
+// It imports core/config, core/model (the annotations it reads) and
+// istio.io/api only.
 package analyze
 
 import (

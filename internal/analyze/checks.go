@@ -11,6 +11,7 @@ import (
 	security "istio.io/api/security/v1beta1"
 
 	"github.com/baremesh/baremesh/core/config"
+	"github.com/baremesh/baremesh/core/model"
 )
 
 // vsDestinations: every destination (and mirror) of every HTTP, TLS and
@@ -158,24 +159,15 @@ func authzDryRun(ix *index) []Message {
 	return out
 }
 
-// trafficDistributionAnnotation is istiod's annotation for a service's
-// traffic distribution (core/model reads it).
-const trafficDistributionAnnotation = "networking.istio.io/traffic-distribution"
-
-// trafficDistribution: a ServiceEntry's traffic distribution that is
-// none of istiod's values means no preference (IST0125); istiod only
-// logs it.
+// trafficDistribution: a ServiceEntry's traffic distribution that
+// core/model reads as no preference although it is set means none of
+// istiod's values (IST0125); istiod only logs it.
 func trafficDistribution(ix *index) []Message {
 	var out []Message
 	for _, c := range ix.byKind[config.ServiceEntry] {
-		v, ok := c.Annotations[trafficDistributionAnnotation]
-		if !ok {
-			continue
-		}
-		switch strings.ToLower(v) {
-		case "preferclose", "prefersamezone", "prefersamenode":
-		default:
-			out = append(out, msg(c, InvalidAnnotation, "Invalid annotation %s: %q is none of PreferClose, PreferSameZone, PreferSameNode; endpoints get no preference", trafficDistributionAnnotation, v))
+		v, ok := c.Annotations[model.AnnotationTrafficDistribution]
+		if ok && model.ParseTrafficDistribution(nil, c.Annotations) == model.TrafficDistributionAny {
+			out = append(out, msg(c, InvalidAnnotation, "Invalid annotation %s: %q is none of PreferClose, PreferSameZone, PreferSameNode; endpoints get no preference", model.AnnotationTrafficDistribution, v))
 		}
 	}
 	return out
